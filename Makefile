@@ -1,0 +1,36 @@
+# Two commands on a fresh machine: `make serve` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: serve test lint typecheck unit services bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+serve: $(STAMP)
+	$(BIN)/sluice serve $(ARGS)
+
+test: $(STAMP) services lint typecheck unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check sluice tests bench
+	$(BIN)/ruff format --check sluice tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+services:
+	@./scripts/services.sh
+
+bench: $(STAMP)
+	./bench/run.sh
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

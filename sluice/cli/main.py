@@ -1,0 +1,21 @@
+"""The ``sluice`` command."""
+
+from __future__ import annotations
+
+import click
+
+from sluice import __version__
+from sluice.cli.serve import serve
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="sluice")
+def main() -> None:
+    """Sluice: an OpenAI-compatible LLM gateway whose core is streaming.
+
+    Start it with `sluice serve`, then point any OpenAI SDK at
+    http://127.0.0.1:8787/v1 with the development key it prints.
+    """
+
+
+main.add_command(serve)

@@ -1,0 +1,109 @@
+"""``sluice serve``: run the gateway until interrupted."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from sluice.config import FileConfig, read_config_file
+from sluice.errors import ConfigError
+from sluice.server.lifecycle import RunningGateway, start_gateway, stop_gateway
+from sluice.settings import Settings, build_settings, resolve_home
+
+
+def _banner(running: RunningGateway, settings: Settings) -> str:
+    lines = [f"Sluice gateway listening on {running.base_url}"]
+    lines.append(f"  storage:     {settings.storage_url}")
+    for conn in settings.connections:
+        lines.append(f"  connection:  {conn.id} ({conn.provider})")
+    dev = running.dev_key
+    if dev is not None:
+        if dev.created:
+            lines.append(f"  dev key:     {dev.key}   (saved to {dev.path})")
+        else:
+            lines.append(f"  dev key:     in {dev.path}")
+        lines.append("")
+        lines.append("Try it:")
+        lines.append(
+            f"  curl -N {running.base_url}/v1/chat/completions "
+            f'-H "Authorization: Bearer $(cat {dev.path})" '
+            "-H 'Content-Type: application/json' "
+            '-d \'{"model": "sluice/demo", "stream": true, '
+            '"messages": [{"role": "user", "content": "Hello"}]}\''
+        )
+    return "\n".join(lines)
+
+
+async def _run(settings: Settings) -> None:
+    running = await start_gateway(settings)
+    click.echo(_banner(running, settings), err=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        click.echo("Sluice: shutting down", err=True)
+        await stop_gateway(running)
+
+
+@click.command()
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML config file (connections, models, routes, storage; see README).",
+)
+@click.option("--host", default=None, help="Address to listen on [default: 127.0.0.1].")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port to listen on [default: 8787]; 0 picks a free one.",
+)
+@click.option(
+    "--home",
+    default=None,
+    help="State directory (SQLite file, dev key) [default: $SLUICE_HOME or ./.sluice].",
+)
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="Log verbosity; INFO logs one line per request.",
+)
+def serve(
+    config_path: Path | None, host: str | None, port: int | None, home: str | None, log_level: str
+) -> None:
+    """Run the gateway (SQLite and the demo provider unless a config says otherwise)."""
+    logging.basicConfig(
+        level=log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    env = dict(os.environ)
+    try:
+        file = read_config_file(config_path) if config_path else FileConfig()
+        settings = build_settings(file, env, resolve_home(home, env), host=host, port=port)
+        _start(settings)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(f"cannot start: {exc.strerror or exc}") from None
+
+
+def _start(settings: Settings) -> None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
+        asyncio.run(_run(settings))
+    else:
+        uvloop.run(_run(settings))

@@ -1,0 +1,137 @@
+"""Configuration: the TOML file's shape (SPEC §10) and the frozen settings built from it.
+
+Settings are built once at startup from the file, the environment mapping handed in
+by the CLI and the built-in catalog, then passed down; nothing reads the environment
+later. Unknown keys in the file are errors, so a typo never silently falls back to a
+default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from sluice.errors import ConfigError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8787
+
+
+class Secret:
+    """A credential. Its text is only reachable through :meth:`reveal`."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+class Timeouts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Seconds. ``stall``: longest silence between upstream events (SPEC §3)."""
+
+    connect: float = 10.0
+    first_event: float = 60.0
+    stall: float = 120.0
+
+
+class PriceConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """USD per million tokens."""
+
+    input: float
+    output: float
+    cache_read: float | None = None
+    cache_write: float | None = None
+
+
+class ConnectionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    id: str
+    provider: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    region: str | None = None
+    timeouts: Timeouts = Timeouts()
+    on_disconnect: Literal["cancel", "drain"] = "cancel"
+    options: dict[str, Any] = {}
+
+
+class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    id: str
+    providers: dict[str, str]
+    price: PriceConfig | None = None
+    fallbacks: list[str] = []
+    max_output_tokens: int | None = None
+    owned_by: str | None = None
+
+
+class RouteTargetConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    model: str
+    connection: str | None = None
+
+
+class RouteConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
+    chain: list[RouteTargetConfig]
+
+
+class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    dev_key: bool = True
+    demo: bool = True
+    env_connections: bool = True
+    max_body_bytes: int = 16 * 1024 * 1024
+    max_header_bytes: int = 64 * 1024
+    header_timeout: float = 10.0
+    body_timeout: float = 60.0
+    keepalive_timeout: float = 75.0
+    upstream_error_body_bytes: int = 64 * 1024
+
+
+class StorageConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    url: str | None = None
+
+
+class LimitsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    redis_url: str | None = None
+
+
+class FileConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The whole TOML file."""
+
+    server: ServerConfig = ServerConfig()
+    storage: StorageConfig = StorageConfig()
+    limits: LimitsConfig = LimitsConfig()
+    connections: list[ConnectionConfig] = []
+    models: list[ModelConfig] = []
+    routes: list[RouteConfig] = []
+
+
+def read_config_file(path: Path) -> FileConfig:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    return parse_config(raw, str(path))
+
+
+def parse_config(raw: bytes | str, origin: str = "<config>") -> FileConfig:
+    try:
+        return msgspec.toml.decode(raw, type=FileConfig)
+    except msgspec.DecodeError as exc:
+        raise ConfigError(f"{origin}: {exc}") from None

@@ -1,0 +1,106 @@
+"""The one interface every provider implements (STYLE.md: adapters are pure translators).
+
+An adapter turns our request into an :class:`UpstreamRequest` and the upstream's bytes
+into our chunks. It opens no socket, reads no clock and no environment: the transport
+sends what it builds and feeds it what arrives, in whatever pieces arrive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
+
+import msgspec
+
+from sluice.config import Secret, Timeouts
+from sluice.errors import ApiError
+from sluice.metering.tokens import TokenUsage
+from sluice.wire.chat import ChatRequest
+from sluice.wire.chunks import Choice, CompletionChoice
+
+ChunkBatch = list[list[Choice]]
+"""Chunks produced by one ``feed``: each item is the ``choices`` of one chunk."""
+
+
+class ConnectionSettings(msgspec.Struct, frozen=True):
+    """A resolved connection: credentials read, base URL defaulted."""
+
+    id: str
+    provider: str
+    base_url: str
+    api_key: Secret | None = None
+    region: str | None = None
+    timeouts: Timeouts = Timeouts()
+    on_disconnect: str = "cancel"
+    options: Mapping[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Target(msgspec.Struct, frozen=True):
+    """One upstream attempt: a catalog model served over one connection."""
+
+    model_id: str
+    native_model: str
+    connection: ConnectionSettings
+
+
+class LocalUpstream(Protocol):
+    """An upstream that lives in this process (the demo): a script of pauses and bytes.
+
+    The transport sleeps for each pause, then hands the bytes to the translator
+    exactly as if they had come from a socket.
+    """
+
+    def script(self) -> Iterator[tuple[float, bytes]]: ...
+
+
+class UpstreamRequest(msgspec.Struct):
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes
+    stream: bool
+    local: LocalUpstream | None = None
+
+
+class ParsedCompletion(msgspec.Struct):
+    """A non-streaming answer, provider-neutral."""
+
+    choices: list[CompletionChoice]
+    usage: TokenUsage | None
+
+
+class StreamTranslator(Protocol):
+    """Per-request state machine from upstream bytes to our chunks.
+
+    ``feed`` accepts any split of the upstream bytes and returns the same chunks in
+    total. When the upstream reports an error inside the stream, ``feed`` returns the
+    chunks produced before it and sets ``failure``; nothing more is produced.
+    ``finish`` is called at end of input: it returns any last chunks, or raises
+    :class:`~sluice.errors.UpstreamError` if the stream was cut short.
+    """
+
+    usage: TokenUsage | None
+    failure: ApiError | None
+
+    @property
+    def output_chars(self) -> int:
+        """Characters of content, reasoning and tool arguments produced so far."""
+        ...
+
+    def feed(self, data: bytes) -> ChunkBatch: ...
+
+    def finish(self) -> ChunkBatch: ...
+
+
+class Adapter(Protocol):
+    kind: str
+
+    def build_request(self, req: ChatRequest, target: Target) -> UpstreamRequest: ...
+
+    def parse_response(
+        self, status: int, headers: Mapping[str, str], body: bytes
+    ) -> ParsedCompletion: ...
+
+    def parse_error(self, status: int, headers: Mapping[str, str], body: bytes) -> ApiError: ...
+
+    def stream(self, req: ChatRequest) -> StreamTranslator: ...

@@ -1,0 +1,172 @@
+"""Shared chunk normalization: every translator emits through a :class:`ChunkEmitter`.
+
+It enforces the stream shape of SPEC §2 whatever the provider sent: one role chunk
+first per choice; a tool call's first fragment carries ``index``, ``id``, ``type``,
+``function.name`` and empty ``arguments``, later fragments only ``index`` and a piece
+of ``arguments``; exactly one empty-delta finish chunk per choice, with a finish
+reason from our four (``tool_calls`` when the choice called tools); nothing after it.
+"""
+
+from __future__ import annotations
+
+from msgspec import UNSET, Raw, UnsetType
+
+from sluice.errors import UpstreamError
+from sluice.ids import IdFactory
+from sluice.providers.base import ChunkBatch
+from sluice.wire.chunks import FINISH_REASONS, Choice, Delta, FunctionDelta, ToolCallDelta
+
+
+def normalize_finish_reason(reason: str, called_tools: bool) -> str:
+    """One of our four reasons; a choice that called tools ends with ``tool_calls``."""
+    if reason not in FINISH_REASONS:
+        reason = "stop"
+    if reason == "stop" and called_tools:
+        return "tool_calls"
+    return reason
+
+
+class _ChoiceState:
+    __slots__ = ("calls", "finished", "tool_calls")
+
+    def __init__(self) -> None:
+        self.finished = False
+        self.tool_calls = False
+        self.calls: dict[int, str] = {}  # tool-call index -> id
+
+
+class ChunkEmitter:
+    """Collects normalized chunks; ``take`` hands them over."""
+
+    __slots__ = ("_choices", "_new_id", "_out", "output_chars")
+
+    def __init__(self, new_id: IdFactory) -> None:
+        self._new_id = new_id
+        self._choices: dict[int, _ChoiceState] = {}
+        self._out: ChunkBatch = []
+        self.output_chars = 0
+
+    # -- emitting ------------------------------------------------------------------
+
+    def delta(
+        self,
+        index: int,
+        delta: Delta,
+        finish_reason: str | None = None,
+        logprobs: Raw | UnsetType | None = UNSET,
+    ) -> None:
+        """Emit an OpenAI-shaped delta, repairing whatever does not fit our shape."""
+        state = self._choices.get(index)
+        if state is None:
+            state = self._start(index)
+        if state.finished:
+            return
+        delta.role = UNSET  # the role chunk was sent when the choice started
+        emit = logprobs is not UNSET
+        content = delta.content
+        if isinstance(content, str) and content:
+            self.output_chars += len(content)
+            emit = True
+        else:
+            delta.content = UNSET
+        reasoning = delta.reasoning_content
+        if isinstance(reasoning, str) and reasoning:
+            self.output_chars += len(reasoning)
+            emit = True
+        else:
+            delta.reasoning_content = UNSET
+        if isinstance(delta.refusal, str):
+            emit = True
+        else:
+            delta.refusal = UNSET
+        calls = delta.tool_calls
+        delta.tool_calls = UNSET
+        if emit:
+            self._out.append([Choice(index, delta, None, logprobs)])
+        if isinstance(calls, list) and calls:
+            for fragment in self._tool_fragments(state, calls):
+                self._out.append([Choice(index, Delta(tool_calls=[fragment]), None)])
+        if finish_reason is not None:
+            self.finish(index, finish_reason)
+
+    def text(self, index: int, text: str) -> None:
+        if text:
+            self.delta(index, Delta(content=text))
+
+    def reasoning(self, index: int, text: str) -> None:
+        if text:
+            self.delta(index, Delta(reasoning_content=text))
+
+    def tool_call(
+        self,
+        index: int,
+        call_index: int,
+        *,
+        id: str | None = None,
+        name: str | None = None,
+        arguments: str = "",
+    ) -> None:
+        """A tool-call fragment in any provider's terms; the first one needs ``name``."""
+        fn = FunctionDelta(
+            name=UNSET if name is None else name, arguments=arguments if arguments else UNSET
+        )
+        call = ToolCallDelta(call_index, UNSET if id is None else id, UNSET, fn)
+        self.delta(index, Delta(tool_calls=[call]))
+
+    def finish(self, index: int, reason: str) -> None:
+        state = self._choices.get(index)
+        if state is None:
+            state = self._start(index)
+        if state.finished:
+            return
+        state.finished = True
+        self._out.append(
+            [Choice(index, Delta(), normalize_finish_reason(reason, state.tool_calls))]
+        )
+
+    # -- reading -------------------------------------------------------------------
+
+    def take(self) -> ChunkBatch:
+        out, self._out = self._out, []
+        return out
+
+    @property
+    def started(self) -> bool:
+        return bool(self._choices)
+
+    def check_complete(self) -> None:
+        """Raise unless every choice that started also finished."""
+        if not self._choices:
+            raise UpstreamError(
+                "The upstream response ended without any output.", code="upstream_empty"
+            )
+        if not all(s.finished for s in self._choices.values()):
+            raise UpstreamError(
+                "The response stream ended before it completed.", code="stream_incomplete"
+            )
+
+    # -- internals -----------------------------------------------------------------
+
+    def _start(self, index: int) -> _ChoiceState:
+        state = self._choices[index] = _ChoiceState()
+        self._out.append([Choice(index, Delta(role="assistant", content=""), None)])
+        return state
+
+    def _tool_fragments(
+        self, state: _ChoiceState, calls: list[ToolCallDelta]
+    ) -> list[ToolCallDelta]:
+        out: list[ToolCallDelta] = []
+        for call in calls:
+            fn = call.function
+            args = fn.arguments if isinstance(fn, FunctionDelta) else UNSET
+            if call.index not in state.calls:
+                state.tool_calls = True
+                call_id = call.id if isinstance(call.id, str) and call.id else self._new_id("call")
+                state.calls[call.index] = call_id
+                name = fn.name if isinstance(fn, FunctionDelta) else UNSET
+                first = FunctionDelta(name="" if name is UNSET else name, arguments="")
+                out.append(ToolCallDelta(call.index, call_id, "function", first))
+            if isinstance(args, str) and args:
+                self.output_chars += len(args)
+                out.append(ToolCallDelta(call.index, function=FunctionDelta(arguments=args)))
+        return out

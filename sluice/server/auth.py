@@ -1,0 +1,59 @@
+"""Bearer-key authentication with a short-lived cache of verified keys.
+
+A header that is not exactly ``Bearer sk-sluice-<40 base62>`` is rejected without a
+lookup; a lookup is one parameterized query by digest. There is no anonymous
+principal: every path but the public ones needs a live key. Keys of the development
+account stop working when the config turns the development key off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sluice.accounts.keys import is_key_shaped, key_digest
+from sluice.errors import AuthenticationError
+from sluice.storage.base import Principal, Store
+
+_CACHE_LIMIT = 10_000
+
+
+class Authenticator:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        dev_key_enabled: bool,
+        clock: Callable[[], float],
+        ttl: float = 5.0,
+    ) -> None:
+        self._store = store
+        self._dev_key_enabled = dev_key_enabled
+        self._clock = clock
+        self._ttl = ttl
+        self._cache: dict[str, tuple[Principal, float]] = {}
+
+    async def authenticate(self, header: str | None) -> Principal:
+        if not header:
+            raise AuthenticationError(
+                "Missing API key: send 'Authorization: Bearer <key>'.", code="missing_api_key"
+            )
+        scheme, _, key = header.partition(" ")
+        if scheme.lower() != "bearer" or not is_key_shaped(key):
+            raise AuthenticationError("Invalid API key.")
+        digest = key_digest(key)
+        now = self._clock()
+        cached = self._cache.get(digest)
+        if cached is not None and cached[1] > now:
+            principal = cached[0]
+        else:
+            found = await self._store.find_principal(digest)
+            if found is None:
+                self._cache.pop(digest, None)
+                raise AuthenticationError("Invalid API key.")
+            principal = found
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[digest] = (principal, now + self._ttl)
+        if principal.is_dev and not self._dev_key_enabled:
+            raise AuthenticationError("Invalid API key.")
+        return principal

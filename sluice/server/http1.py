@@ -1,0 +1,417 @@
+"""HTTP/1.1 server connections on httptools (llhttp), written for streaming.
+
+Why not a framework: a gateway's hard parts live exactly here, and we measured
+(bench/README.md) that owning them is also faster. Each connection:
+
+* decides routes on the raw request target, never on ``Host``;
+* cuts off clients that trickle headers (``header_timeout``) or the body
+  (``body_timeout``), and idle keep-alive connections;
+* refuses bodies over ``max_body_bytes`` with 413 before reading them
+  (``Content-Length``) or as soon as they grow past it (chunked uploads);
+* writes every event straight to the socket, and waits when the client's socket
+  buffer is full instead of buffering without bound (backpressure);
+* cancels the request's task the moment the client goes away, which closes the
+  upstream call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import httptools
+import msgspec
+
+_log = logging.getLogger("sluice.server")
+
+_REASONS = {
+    100: b"Continue",
+    200: b"OK",
+    400: b"Bad Request",
+    401: b"Unauthorized",
+    402: b"Payment Required",
+    403: b"Forbidden",
+    404: b"Not Found",
+    405: b"Method Not Allowed",
+    408: b"Request Timeout",
+    413: b"Content Too Large",
+    429: b"Too Many Requests",
+    431: b"Request Header Fields Too Large",
+    500: b"Internal Server Error",
+    502: b"Bad Gateway",
+    503: b"Service Unavailable",
+    504: b"Gateway Timeout",
+}
+_MAX_HEADERS = 100
+_MAX_PIPELINED = 8
+_WRITE_HIGH_WATER = 64 * 1024
+
+
+class Limits(msgspec.Struct, frozen=True):
+    max_body_bytes: int
+    max_header_bytes: int
+    header_timeout: float
+    body_timeout: float
+    keepalive_timeout: float
+
+
+class Request:
+    """A parsed request. ``path`` is the raw target's path, exactly as sent."""
+
+    __slots__ = ("body", "headers", "keep_alive", "method", "path", "query", "version")
+
+    def __init__(
+        self,
+        *,
+        method: str,
+        path: str,
+        query: str,
+        headers: dict[str, str],
+        body: bytes,
+        version: str,
+        keep_alive: bool,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.version = version
+        self.keep_alive = keep_alive
+
+
+class ClientGoneError(Exception):
+    """The client closed the connection; nothing more can be written."""
+
+
+Headers = list[tuple[str, str]]
+Handler = Callable[[Request, "ResponseWriter"], Awaitable[None]]
+
+
+def _head(status: int, headers: Headers) -> bytes:
+    lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown"))]
+    for name, value in headers:
+        lines.append(f"{name}: {value}\r\n".encode("latin-1"))
+    lines.append(b"\r\n")
+    return b"".join(lines)
+
+
+class ResponseWriter:
+    """Writes one response: whole (``send``) or streamed (``start`` / ``write`` / ``end``)."""
+
+    __slots__ = ("_chunked", "_conn", "finished", "keep_alive", "started")
+
+    def __init__(self, conn: HttpConnection, keep_alive: bool, http10: bool) -> None:
+        self._conn = conn
+        self._chunked = not http10
+        self.keep_alive = keep_alive
+        self.started = False
+        self.finished = False
+
+    async def send(self, status: int, headers: Headers, body: bytes) -> None:
+        self.started = self.finished = True
+        extra = [("content-length", str(len(body)))]
+        if not self.keep_alive:
+            extra.append(("connection", "close"))
+        self._conn.write(_head(status, headers + extra) + body)
+        await self._conn.drain()
+
+    async def start(self, status: int, headers: Headers) -> None:
+        """Send the head of a streamed body (chunked; raw until close for HTTP/1.0)."""
+        self.started = True
+        if not self._chunked:
+            self.keep_alive = False
+            extra = [("connection", "close")]
+        else:
+            extra = [("transfer-encoding", "chunked")]
+            if not self.keep_alive:
+                extra.append(("connection", "close"))
+        self._conn.write(_head(status, headers + extra))
+
+    async def write(self, data: bytes) -> None:
+        conn = self._conn
+        if self._chunked:
+            conn.write(b"%x\r\n%b\r\n" % (len(data), data))
+        else:
+            conn.write(data)
+        if conn.paused:
+            await conn.drain()
+
+    async def end(self, data: bytes = b"", close: bool = False) -> None:
+        """Write the last ``data`` and finish the body in one write; ``close`` ends the
+        connection afterwards (mid-stream errors)."""
+        self.finished = True
+        if close:
+            self.keep_alive = False
+        if self._chunked:
+            tail = b"%x\r\n%b\r\n0\r\n\r\n" % (len(data), data) if data else b"0\r\n\r\n"
+            self._conn.write(tail)
+        elif data:
+            self._conn.write(data)
+        await self._conn.drain()
+
+
+ErrorResponse = Callable[[int, str], tuple[Headers, bytes]]
+"""``(status, message) -> (headers, body)`` for requests refused before any handler."""
+
+
+class HttpConnection(asyncio.Protocol):
+    def __init__(self, handler: Handler, limits: Limits, error_response: ErrorResponse) -> None:
+        self._handler = handler
+        self._limits = limits
+        self._error_response = error_response
+        self._loop = asyncio.get_running_loop()
+        self._parser = httptools.HttpRequestParser(self)
+        self._transport: asyncio.Transport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._queue: deque[Request] = deque()
+        self._drain: asyncio.Future[None] | None = None
+        self._reading_paused = False
+        self.paused = False
+        self._reset()
+
+    # -- per-request parse state -------------------------------------------------------
+
+    def _reset(self) -> None:
+        self._url = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._body: list[bytes] = []
+        self._body_size = 0
+        self._head_size = 0
+        self._head_too_large = False
+        self._in_head = False
+        self._expect_body = False
+
+    # -- asyncio.Protocol ----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+        self._transport = transport
+        transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+        self._arm(self._limits.header_timeout)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        self._disarm()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        if self._drain is not None and not self._drain.done():
+            self._drain.set_exception(ClientGoneError())
+            self._drain.exception()  # mark retrieved: nobody may be waiting
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self._drain is not None and not self._drain.done():
+            self._drain.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._reject(400, "Protocol upgrades are not supported.")
+        except httptools.HttpParserError:
+            if self._head_too_large:
+                self._reject(431, "The request headers are too large.")
+            else:
+                self._reject(400, "Malformed HTTP request.")
+
+    # -- httptools callbacks --------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._reset()
+        self._in_head = True
+        if self._task is None:
+            self._arm(self._limits.header_timeout)
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._count_head(len(url))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value))
+        if len(self._headers) >= _MAX_HEADERS:
+            self._head_too_large = True
+            raise httptools.HttpParserError("too many headers")
+        self._headers.append((name, value))
+
+    def _count_head(self, size: int) -> None:
+        self._head_size += size
+        if self._head_size > self._limits.max_header_bytes:
+            self._head_too_large = True
+            raise httptools.HttpParserError("request head too large")
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        length = self._content_length()
+        if length is not None and length > self._limits.max_body_bytes:
+            self._reject(413, "The request body is larger than the limit.")
+            return
+        self._expect_body = length != 0 and (length is not None or self._chunked_upload())
+        if self._expect_body:
+            if self._task is None:
+                self._arm(self._limits.body_timeout)
+            if any(
+                n.lower() == b"expect" and v.lower() == b"100-continue" for n, v in self._headers
+            ):
+                self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        elif self._task is None:
+            self._disarm()
+
+    def on_body(self, body: bytes) -> None:
+        self._body_size += len(body)
+        if self._body_size > self._limits.max_body_bytes:
+            self._reject(413, "The request body is larger than the limit.")
+            return
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._transport is None:
+            return
+        parser = self._parser
+        parsed = httptools.parse_url(self._url)
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in self._headers:
+            name = raw_name.decode("latin-1").lower()
+            value = raw_value.decode("latin-1")
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        request = Request(
+            method=parser.get_method().decode("ascii", "replace"),
+            path=(parsed.path or b"").decode("latin-1"),
+            query=(parsed.query or b"").decode("latin-1"),
+            headers=headers,
+            body=b"".join(self._body),
+            version=parser.get_http_version(),
+            keep_alive=parser.should_keep_alive(),
+        )
+        self._reset()
+        self._queue.append(request)
+        if self._task is None:
+            self._disarm()
+            self._next()
+        elif len(self._queue) >= _MAX_PIPELINED and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+
+    # -- running requests ---------------------------------------------------------------
+
+    def _next(self) -> None:
+        request = self._queue.popleft()
+        if self._reading_paused and self._transport is not None:
+            self._reading_paused = False
+            self._transport.resume_reading()
+        self._task = self._loop.create_task(self._run(request))
+
+    async def _run(self, request: Request) -> None:
+        writer = ResponseWriter(self, request.keep_alive, request.version == "1.0")
+        try:
+            await self._handler(request, writer)
+        except ClientGoneError:
+            writer.finished = False
+        except asyncio.CancelledError:
+            self._close()
+            raise
+        except Exception:  # the handler maps its own errors; this is the last resort
+            _log.exception("unhandled error in request handler")
+            writer.finished = False
+        finally:
+            self._task = None
+        if not writer.finished or not writer.keep_alive:
+            self._close()
+        elif self._queue:
+            self._next()
+        else:
+            self._arm(self._limits.keepalive_timeout)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        if self._transport is None:
+            raise ClientGoneError()
+        self._transport.write(data)
+
+    async def drain(self) -> None:
+        if self._transport is None:
+            raise ClientGoneError()
+        if not self.paused:
+            return
+        self._drain = self._loop.create_future()
+        await self._drain
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _content_length(self) -> int | None:
+        for name, value in self._headers:
+            if name.lower() == b"content-length":
+                try:
+                    return int(value)
+                except ValueError:
+                    return None
+        return None
+
+    def _chunked_upload(self) -> bool:
+        return any(
+            n.lower() == b"transfer-encoding" and b"chunked" in v.lower() for n, v in self._headers
+        )
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._timer = self._loop.call_later(seconds, self._timed_out)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        if self._task is not None:
+            return
+        if self._in_head or self._expect_body:
+            self._reject(408, "The client was too slow to send its request.")
+        else:
+            self._close()
+
+    def _reject(self, status: int, message: str) -> None:
+        """Answer a request that never reached a handler, then close."""
+        transport = self._transport
+        if transport is None:
+            return
+        self._transport = None
+        if self._task is None:
+            headers, body = self._error_response(status, message)
+            headers = [*headers, ("content-length", str(len(body))), ("connection", "close")]
+            transport.write(_head(status, headers) + body)
+        transport.close()
+        self._disarm()
+
+    def _close(self) -> None:
+        self._disarm()
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+
+
+async def serve(
+    handler: Handler,
+    limits: Limits,
+    error_response: ErrorResponse,
+    host: str,
+    port: int,
+    **kwargs: Any,
+) -> asyncio.Server:
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(
+        lambda: HttpConnection(handler, limits, error_response),
+        host,
+        port,
+        backlog=4096,
+        reuse_address=True,
+        **kwargs,
+    )

@@ -1,0 +1,121 @@
+"""Runtime settings: the config file resolved against the environment, once, at startup.
+
+Connections get their credentials here (read from the variable each names) and their
+default base URLs. Provider keys found in the usual variables (``OPENAI_API_KEY``, …)
+add a connection for a provider kind the file does not configure, unless
+``[server] env_connections = false``. The built-in ``demo`` connection is added unless
+``[server] demo = false``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import msgspec
+
+from sluice.config import (
+    ConnectionConfig,
+    FileConfig,
+    ModelConfig,
+    RouteConfig,
+    Secret,
+    ServerConfig,
+)
+from sluice.errors import ConfigError
+from sluice.providers.base import ConnectionSettings
+from sluice.providers.registry import PROVIDERS, ProviderSpec, provider_spec
+
+HOME_ENV = "SLUICE_HOME"
+DEFAULT_HOME = ".sluice"
+DB_FILE = "sluice.db"
+
+
+class Settings(msgspec.Struct, frozen=True):
+    home: Path
+    server: ServerConfig
+    storage_url: str
+    redis_url: str | None
+    connections: tuple[ConnectionSettings, ...]
+    models: tuple[ModelConfig, ...]
+    routes: tuple[RouteConfig, ...]
+
+
+def resolve_home(explicit: str | None, env: Mapping[str, str]) -> Path:
+    return Path(explicit or env.get(HOME_ENV) or DEFAULT_HOME)
+
+
+def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSettings:
+    spec = provider_spec(conf.provider)
+    base_url = conf.base_url or spec.default_base_url
+    if not base_url:
+        raise ConfigError(f"connection {conf.id!r}: base_url is required for {spec.kind}")
+    if not spec.local and not base_url.startswith(("http://", "https://")):
+        raise ConfigError(f"connection {conf.id!r}: base_url must be an http(s) URL")
+    key_var = conf.api_key_env or (spec.env_key if spec.needs_key else None)
+    key: Secret | None = None
+    if key_var:
+        value = env.get(key_var)
+        if value:
+            key = Secret(value)
+        elif spec.needs_key:
+            raise ConfigError(f"connection {conf.id!r}: environment variable {key_var} is not set")
+    return ConnectionSettings(
+        id=conf.id,
+        provider=spec.kind,
+        base_url=base_url,
+        api_key=key,
+        region=conf.region,
+        timeouts=conf.timeouts,
+        on_disconnect=conf.on_disconnect,
+        options=dict(conf.options),
+    )
+
+
+def _from_env(spec: ProviderSpec, env: Mapping[str, str]) -> ConnectionSettings | None:
+    value = env.get(spec.env_key) if spec.env_key else None
+    if not value or spec.default_base_url is None:
+        return None
+    return ConnectionSettings(
+        id=f"conn_{spec.kind.replace('-', '_')}",
+        provider=spec.kind,
+        base_url=spec.default_base_url,
+        api_key=Secret(value),
+    )
+
+
+def build_settings(
+    file: FileConfig,
+    env: Mapping[str, str],
+    home: Path,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+) -> Settings:
+    server = file.server
+    if host is not None:
+        server = msgspec.structs.replace(server, host=host)
+    if port is not None:
+        server = msgspec.structs.replace(server, port=port)
+    connections = [_connection(c, env) for c in file.connections]
+    kinds = {c.provider for c in connections}
+    if server.env_connections:
+        for spec in PROVIDERS:
+            if spec.kind not in kinds and (auto := _from_env(spec, env)) is not None:
+                connections.append(auto)
+    if server.demo and "demo" not in kinds:
+        connections.append(_connection(ConnectionConfig(id="conn_demo", provider="demo"), env))
+    ids = [c.id for c in connections]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ConfigError(f"duplicate connection ids: {', '.join(duplicates)}")
+    storage_url = file.storage.url or f"sqlite:///{(home / DB_FILE).as_posix()}"
+    return Settings(
+        home=home,
+        server=server,
+        storage_url=storage_url,
+        redis_url=file.limits.redis_url,
+        connections=tuple(connections),
+        models=tuple(file.models),
+        routes=tuple(file.routes),
+    )

@@ -1,0 +1,177 @@
+"""The only place the HTTP client lives; its exceptions become our errors here, once.
+
+One pooled :class:`aiohttp.ClientSession` per gateway process. Redirects are never
+followed (an upstream redirect is an upstream error, not a new destination).
+In-process upstreams (:class:`~sluice.providers.base.LocalUpstream`) are run by
+:class:`LocalResponse` behind the same :class:`UpstreamResponse` shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping
+from typing import Protocol
+
+import aiohttp
+
+from sluice.config import Timeouts
+from sluice.errors import ApiError, RequestTimeoutError, UpstreamError
+from sluice.providers.base import UpstreamRequest
+
+_READ_SIZE = 64 * 1024
+
+
+class UpstreamResponse(Protocol):
+    status: int
+    headers: Mapping[str, str]
+
+    async def read_chunk(self) -> bytes:
+        """The next bytes that arrived; ``b""`` at the end of the body."""
+        ...
+
+    async def read_body(self, limit: int) -> bytes:
+        """The whole body, at most ``limit`` bytes of it."""
+        ...
+
+    def close(self) -> None:
+        """Drop the upstream connection now (the provider sees the client go away)."""
+        ...
+
+    def release(self) -> None:
+        """The body was read to its end; the connection may be reused."""
+        ...
+
+
+def map_client_error(exc: BaseException, connecting: bool) -> ApiError:
+    """aiohttp and socket failures, in our terms. ``connecting``: before the response head."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return RequestTimeoutError(
+            "Timed out connecting to the provider.",
+            code="upstream_connect_timeout",
+            http_status=504,
+        )
+    if isinstance(exc, asyncio.TimeoutError):
+        if connecting:
+            return RequestTimeoutError(
+                "The provider did not answer in time.", code="upstream_timeout", http_status=504
+            )
+        return RequestTimeoutError(
+            "The provider stopped sending data.", code="stream_stalled", http_status=504
+        )
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return UpstreamError("Could not connect to the provider.", code="upstream_connect_failed")
+    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+        return UpstreamError(
+            "The response stream ended before it completed.", code="upstream_disconnected"
+        )
+    return UpstreamError(
+        f"The provider request failed ({type(exc).__name__}).", code="upstream_transport_error"
+    )
+
+
+class HttpResponse:
+    __slots__ = ("_resp", "headers", "status")
+
+    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+        self._resp = resp
+        self.status = resp.status
+        self.headers: Mapping[str, str] = {k.lower(): v for k, v in resp.headers.items()}
+
+    async def read_chunk(self) -> bytes:
+        try:
+            return await self._resp.content.readany()
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise map_client_error(exc, connecting=False) from None
+
+    async def read_body(self, limit: int) -> bytes:
+        parts: list[bytes] = []
+        size = 0
+        while size < limit:
+            data = await self.read_chunk()
+            if not data:
+                break
+            parts.append(data)
+            size += len(data)
+        return b"".join(parts)[:limit]
+
+    def close(self) -> None:
+        self._resp.close()
+
+    def release(self) -> None:
+        self._resp.release()
+
+
+class LocalResponse:
+    """Runs an in-process upstream's script: sleep, then hand over the bytes."""
+
+    __slots__ = ("_script", "headers", "status")
+
+    def __init__(self, script: Iterator[tuple[float, bytes]]) -> None:
+        self._script = script
+        self.status = 200
+        self.headers: Mapping[str, str] = {}
+
+    async def read_chunk(self) -> bytes:
+        for pause, data in self._script:
+            if pause > 0:
+                await asyncio.sleep(pause)
+            if data:
+                return data
+        return b""
+
+    async def read_body(self, limit: int) -> bytes:
+        parts = []
+        while data := await self.read_chunk():
+            parts.append(data)
+        return b"".join(parts)[:limit]
+
+    def close(self) -> None:
+        self._script = iter(())
+
+    def release(self) -> None:
+        self._script = iter(())
+
+
+class HttpTransport:
+    """Sends :class:`UpstreamRequest` objects; one instance per gateway process."""
+
+    def __init__(self, user_agent: str) -> None:
+        self._user_agent = user_agent
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=30)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            headers={"user-agent": self._user_agent},
+            skip_auto_headers=("content-type",),
+            timeout=aiohttp.ClientTimeout(total=None),
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def send(self, req: UpstreamRequest, timeouts: Timeouts) -> UpstreamResponse:
+        if req.local is not None:
+            return LocalResponse(req.local.script())
+        if self._session is None:
+            raise RuntimeError("transport not started")
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            sock_connect=timeouts.connect,
+            sock_read=max(timeouts.first_event, timeouts.stall),
+        )
+        try:
+            resp = await self._session.request(
+                req.method,
+                req.url,
+                data=req.body,
+                headers=req.headers,
+                timeout=timeout,
+                allow_redirects=False,
+            )
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise map_client_error(exc, connecting=True) from None
+        return HttpResponse(resp)

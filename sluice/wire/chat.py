@@ -1,0 +1,247 @@
+"""The request side of the OpenAI Chat Completions wire model (SPEC §1).
+
+Fields the OpenAI API accepts are typed here; fields we only forward are kept as
+:class:`msgspec.Raw` so they reach the upstream byte for byte. Unknown top-level
+fields are dropped on decode, which is also why nothing in a request body (say
+``api_base`` or ``api_key``) can steer where or how the upstream is called.
+Absent fields are ``UNSET`` and stay absent when the request is encoded again.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from msgspec import UNSET, Meta, Raw, Struct, UnsetType
+
+Opt = UnsetType  # shorthand used in annotations below: "may be absent"
+
+
+class _Wire(Struct):
+    """Base: absent (``UNSET``) fields are not written back."""
+
+
+# --- content parts -----------------------------------------------------------------
+
+
+class TextPart(_Wire, tag_field="type", tag="text"):
+    text: str
+    cache_control: Raw | Opt = UNSET
+
+
+class ImageURL(_Wire):
+    url: str
+    detail: str | Opt = UNSET
+
+
+class ImagePart(_Wire, tag_field="type", tag="image_url"):
+    image_url: ImageURL
+    cache_control: Raw | Opt = UNSET
+
+
+class AudioPart(_Wire, tag_field="type", tag="input_audio"):
+    input_audio: Raw
+
+
+class FilePart(_Wire, tag_field="type", tag="file"):
+    file: Raw
+
+
+class RefusalPart(_Wire, tag_field="type", tag="refusal"):
+    refusal: str
+
+
+UserContentPart = TextPart | ImagePart | AudioPart | FilePart
+AssistantContentPart = TextPart | RefusalPart
+
+
+# --- tool calls in messages ----------------------------------------------------------
+
+
+class FunctionCall(_Wire):
+    name: str
+    arguments: str
+
+
+class ToolCall(_Wire):
+    id: str
+    function: FunctionCall
+    type: Literal["function"] = "function"
+
+
+# --- messages, tagged by role --------------------------------------------------------
+
+
+class SystemMessage(_Wire, tag_field="role", tag="system"):
+    content: str | list[TextPart]
+    name: str | Opt = UNSET
+
+
+class DeveloperMessage(_Wire, tag_field="role", tag="developer"):
+    content: str | list[TextPart]
+    name: str | Opt = UNSET
+
+
+class UserMessage(_Wire, tag_field="role", tag="user"):
+    content: str | list[UserContentPart]
+    name: str | Opt = UNSET
+
+
+class AssistantMessage(_Wire, tag_field="role", tag="assistant"):
+    content: str | list[AssistantContentPart] | Opt | None = UNSET
+    tool_calls: list[ToolCall] | Opt = UNSET
+    name: str | Opt = UNSET
+    refusal: str | Opt | None = UNSET
+    reasoning_content: str | Opt | None = UNSET
+
+
+class ToolMessage(_Wire, tag_field="role", tag="tool"):
+    content: str | list[TextPart]
+    tool_call_id: str
+
+
+class FunctionMessage(_Wire, tag_field="role", tag="function"):
+    name: str
+    content: str | None = None
+
+
+Message = (
+    SystemMessage
+    | DeveloperMessage
+    | UserMessage
+    | AssistantMessage
+    | ToolMessage
+    | FunctionMessage
+)
+
+
+# --- tools ---------------------------------------------------------------------------
+
+
+class FunctionDefinition(_Wire):
+    name: Annotated[str, Meta(min_length=1)]
+    description: str | Opt = UNSET
+    parameters: dict[str, Any] | Opt = UNSET
+    strict: bool | Opt | None = UNSET
+
+
+class Tool(_Wire):
+    function: FunctionDefinition
+    type: Literal["function"] = "function"
+
+
+class NamedFunction(_Wire):
+    name: str
+
+
+class NamedToolChoice(_Wire):
+    function: NamedFunction
+    type: Literal["function"] = "function"
+
+
+ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
+
+
+class JsonSchemaFormat(_Wire):
+    name: str
+    schema: dict[str, Any] | Opt = UNSET
+    description: str | Opt = UNSET
+    strict: bool | Opt | None = UNSET
+
+
+class ResponseFormat(_Wire):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | Opt = UNSET
+
+
+class StreamOptions(_Wire):
+    include_usage: bool | Opt | None = UNSET
+
+
+PositiveInt = Annotated[int, Meta(ge=1)]
+Probability = Annotated[float, Meta(ge=0, le=1)]
+Penalty = Annotated[float, Meta(ge=-2, le=2)]
+StopList = Annotated[list[str], Meta(max_length=16)]
+
+
+class ChatRequest(_Wire):
+    """``POST /v1/chat/completions`` body."""
+
+    model: Annotated[str, Meta(min_length=1)]
+    messages: Annotated[list[Message], Meta(min_length=1)]
+    stream: bool | Opt | None = UNSET
+    stream_options: StreamOptions | Opt | None = UNSET
+    tools: list[Tool] | Opt | None = UNSET
+    tool_choice: ToolChoice | Opt | None = UNSET
+    parallel_tool_calls: bool | Opt | None = UNSET
+    response_format: ResponseFormat | Opt | None = UNSET
+    temperature: Annotated[float, Meta(ge=0, le=2)] | Opt | None = UNSET
+    top_p: Probability | Opt | None = UNSET
+    frequency_penalty: Penalty | Opt | None = UNSET
+    presence_penalty: Penalty | Opt | None = UNSET
+    stop: str | StopList | Opt | None = UNSET
+    seed: int | Opt | None = UNSET
+    max_tokens: PositiveInt | Opt | None = UNSET
+    max_completion_tokens: PositiveInt | Opt | None = UNSET
+    n: Annotated[int, Meta(ge=1, le=128)] | Opt | None = UNSET
+    user: str | Opt | None = UNSET
+    reasoning_effort: str | Opt | None = UNSET
+    logprobs: bool | Opt | None = UNSET
+    top_logprobs: Annotated[int, Meta(ge=0, le=20)] | Opt | None = UNSET
+    # Forwarded untouched; the upstream validates them.
+    metadata: Raw | Opt = UNSET
+    logit_bias: Raw | Opt = UNSET
+    service_tier: Raw | Opt = UNSET
+    store: Raw | Opt = UNSET
+    modalities: Raw | Opt = UNSET
+    audio: Raw | Opt = UNSET
+    prediction: Raw | Opt = UNSET
+    verbosity: Raw | Opt = UNSET
+    web_search_options: Raw | Opt = UNSET
+    prompt_cache_key: Raw | Opt = UNSET
+    safety_identifier: Raw | Opt = UNSET
+    # Sluice extension: request-level fallback models, tried after ``model``.
+    models: list[str] | Opt | None = UNSET
+
+    @property
+    def is_stream(self) -> bool:
+        return self.stream is True
+
+    @property
+    def include_usage(self) -> bool:
+        opts = self.stream_options
+        return isinstance(opts, StreamOptions) and opts.include_usage is True
+
+    @property
+    def choice_count(self) -> int:
+        return self.n if isinstance(self.n, int) else 1
+
+    @property
+    def output_ceiling(self) -> int | None:
+        """The requested output-token cap, whichever spelling the client used."""
+        for value in (self.max_completion_tokens, self.max_tokens):
+            if isinstance(value, int):
+                return value
+        return None
+
+    @property
+    def stop_sequences(self) -> list[str]:
+        stop = self.stop
+        if isinstance(stop, str):
+            return [stop]
+        if isinstance(stop, list):
+            return stop
+        return []
+
+    @property
+    def tool_list(self) -> list[Tool]:
+        return self.tools if isinstance(self.tools, list) else []
+
+
+def message_text(message: Message) -> str:
+    """The plain text of a message (text parts joined), for estimators and demos."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.text for p in content if isinstance(p, TextPart))
+    return ""

@@ -1,0 +1,149 @@
+"""The response side of the wire model: stream chunks, completions, usage (SPEC §2).
+
+Translators produce :class:`Choice` lists; the gateway stamps them with the stream's
+identity (id, served model, provider, connection, route) when it encodes them, see
+:class:`sluice.wire.encode.ChunkEncoder`. :class:`ChatCompletionChunk` is the full
+chunk as a client decodes it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from msgspec import UNSET, Raw, Struct, UnsetType
+
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
+FINISH_REASONS: frozenset[str] = frozenset({"stop", "length", "tool_calls", "content_filter"})
+PriceSource = Literal["list", "custom", "custom_provider", "provider"]
+
+
+class FunctionDelta(Struct, gc=False):
+    name: str | UnsetType = UNSET
+    arguments: str | UnsetType = UNSET
+
+
+class ToolCallDelta(Struct):
+    index: int
+    id: str | UnsetType = UNSET
+    type: Literal["function"] | UnsetType = UNSET
+    function: FunctionDelta | UnsetType = UNSET
+
+
+class Delta(Struct):
+    role: Literal["assistant"] | UnsetType = UNSET
+    content: str | UnsetType | None = UNSET
+    reasoning_content: str | UnsetType | None = UNSET
+    tool_calls: list[ToolCallDelta] | UnsetType | None = UNSET
+    refusal: str | UnsetType | None = UNSET
+
+
+class Choice(Struct):
+    """One choice of a stream chunk. ``finish_reason`` is always written (null or set)."""
+
+    index: int
+    delta: Delta
+    finish_reason: str | None
+    logprobs: Raw | UnsetType | None = UNSET
+
+
+class PromptTokensDetails(Struct):
+    cached_tokens: int = 0
+
+
+class CompletionTokensDetails(Struct):
+    reasoning_tokens: int = 0
+
+
+class Usage(Struct):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+    completion_tokens_details: CompletionTokensDetails
+    cost: float | None = None
+    price_source: PriceSource | None = None
+
+
+class ChatCompletionChunk(Struct, kw_only=True):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    provider: str
+    connection: str
+    route: str
+    route_name: str | None
+    choices: list[Choice]
+    usage: Usage | UnsetType = UNSET
+    credits_used: float | UnsetType = UNSET
+
+
+# --- non-streaming -------------------------------------------------------------------
+
+
+class ResponseFunctionCall(Struct):
+    name: str
+    arguments: str
+
+
+class ResponseToolCall(Struct, kw_only=True):
+    id: str
+    type: Literal["function"] = "function"
+    function: ResponseFunctionCall
+
+
+class ResponseMessage(Struct, kw_only=True):
+    role: Literal["assistant"] = "assistant"
+    content: str | None
+    reasoning_content: str | UnsetType = UNSET
+    tool_calls: list[ResponseToolCall] | UnsetType = UNSET
+    refusal: str | UnsetType | None = UNSET
+
+
+class CompletionChoice(Struct):
+    index: int
+    message: ResponseMessage
+    finish_reason: str | None
+    logprobs: Raw | UnsetType | None = UNSET
+
+
+class ChatCompletion(Struct, kw_only=True):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    provider: str
+    connection: str
+    route: str
+    route_name: str | None
+    choices: list[CompletionChoice]
+    usage: Usage
+    credits_used: float | UnsetType = UNSET
+
+
+class ModelPricing(Struct):
+    """USD per million tokens."""
+
+    input: float
+    output: float
+    cache_read: float | UnsetType = UNSET
+    cache_write: float | UnsetType = UNSET
+
+
+class ModelEntry(Struct, kw_only=True):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str
+    pricing: ModelPricing | None
+    max_output_tokens: int | UnsetType = UNSET
+
+
+class ModelList(Struct, kw_only=True):
+    object: Literal["list"] = "list"
+    data: list[ModelEntry]
+
+
+def tool_calls_of(delta: Delta) -> list[ToolCallDelta]:
+    calls = delta.tool_calls
+    return calls if isinstance(calls, list) else []

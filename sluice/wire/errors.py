@@ -1,0 +1,86 @@
+"""The one place where errors become wire bytes (SPEC §3).
+
+Before the stream: ``{"error": {"message", "type", "code", "param"}}`` with the
+error's HTTP status. Mid-stream: one ``data:`` event ``{"error": {"message", "type",
+"code"}}`` (plus the partial ``usage`` when the client asked for usage).
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from sluice.errors import ApiError, InvalidRequestError
+from sluice.wire.chunks import Usage
+from sluice.wire.sse import data_event
+
+
+class ErrorBody(msgspec.Struct):
+    message: str
+    type: str
+    code: str | None
+    param: str | None = None
+
+
+class ErrorEnvelope(msgspec.Struct):
+    error: ErrorBody
+
+
+class StreamErrorBody(msgspec.Struct):
+    message: str
+    type: str
+    code: str | None
+
+
+class StreamErrorEvent(msgspec.Struct):
+    error: StreamErrorBody
+    usage: Usage | msgspec.UnsetType = msgspec.UNSET
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def error_json(err: ApiError) -> bytes:
+    """The HTTP body for an error answered before the stream started."""
+    body = ErrorBody(err.message, err.type, err.code, err.param)
+    return _ENCODER.encode(ErrorEnvelope(body))
+
+
+def error_event(err: ApiError, usage: Usage | None = None) -> bytes:
+    """The SSE event that ends a stream that already started."""
+    event = StreamErrorEvent(StreamErrorBody(err.message, err.type, err.code))
+    if usage is not None:
+        event.usage = usage
+    return data_event(_ENCODER.encode(event))
+
+
+_PATH = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
+_TYPE_ONLY = re.compile(r"^Expected `[^`]+`, got `[^`]+`$")
+_MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`")
+
+
+def invalid_body_error(exc: msgspec.DecodeError) -> InvalidRequestError:
+    """Turn msgspec's decode/validation message into our error with a ``param``."""
+    text = str(exc)
+    if not isinstance(exc, msgspec.ValidationError):
+        return InvalidRequestError(
+            f"The request body is not valid JSON: {text}", code="invalid_json"
+        )
+    param: str | None = None
+    match = _PATH.search(text)
+    message = text[: match.start()] if match else text
+    if match:
+        param = match.group("path") or None
+    missing = _MISSING.match(message)
+    if missing:
+        field = missing.group("field")
+        param = f"{param}.{field}" if param else field
+        return InvalidRequestError(
+            f"Missing required parameter: '{param}'.",
+            code="missing_required_parameter",
+            param=param,
+        )
+    where = f" at '{param}'" if param else ""
+    code = "invalid_type" if _TYPE_ONLY.match(message) else "invalid_value"
+    return InvalidRequestError(f"Invalid request{where}: {message}", code=code, param=param)
