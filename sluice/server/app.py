@@ -22,7 +22,8 @@ from sluice.routing.plan import Planner
 from sluice.routing.router import Router
 from sluice.server.auth import Authenticator
 from sluice.server.chat import chat_completions
-from sluice.server.http1 import ClientGoneError, Headers, Limits, Request, ResponseWriter
+from sluice.server.exchange import ClientGoneError, Headers, Request, ResponseWriter
+from sluice.server.http1 import Limits
 from sluice.server.models import model_list
 from sluice.server.responses import JSON, connection_error, error_headers
 from sluice.settings import Settings

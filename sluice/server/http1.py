@@ -19,32 +19,23 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from collections.abc import Callable
+from typing import cast
 
 import httptools
 import msgspec
 
+from sluice.server.exchange import (
+    ClientGoneError,
+    Handler,
+    Headers,
+    Request,
+    ResponseWriter,
+    response_head,
+)
+
 _log = logging.getLogger("sluice.server")
 
-_REASONS = {
-    100: b"Continue",
-    200: b"OK",
-    400: b"Bad Request",
-    401: b"Unauthorized",
-    402: b"Payment Required",
-    403: b"Forbidden",
-    404: b"Not Found",
-    405: b"Method Not Allowed",
-    408: b"Request Timeout",
-    413: b"Content Too Large",
-    429: b"Too Many Requests",
-    431: b"Request Header Fields Too Large",
-    500: b"Internal Server Error",
-    502: b"Bad Gateway",
-    503: b"Service Unavailable",
-    504: b"Gateway Timeout",
-}
 _MAX_HEADERS = 100
 _MAX_PIPELINED = 8
 _WRITE_HIGH_WATER = 64 * 1024
@@ -58,108 +49,19 @@ class Limits(msgspec.Struct, frozen=True):
     keepalive_timeout: float
 
 
-class Request:
-    """A parsed request. ``path`` is the raw target's path, exactly as sent."""
-
-    __slots__ = ("body", "headers", "keep_alive", "method", "path", "query", "version")
-
-    def __init__(
-        self,
-        *,
-        method: str,
-        path: str,
-        query: str,
-        headers: dict[str, str],
-        body: bytes,
-        version: str,
-        keep_alive: bool,
-    ) -> None:
-        self.method = method
-        self.path = path
-        self.query = query
-        self.headers = headers
-        self.body = body
-        self.version = version
-        self.keep_alive = keep_alive
-
-
-class ClientGoneError(Exception):
-    """The client closed the connection; nothing more can be written."""
-
-
-Headers = list[tuple[str, str]]
-Handler = Callable[[Request, "ResponseWriter"], Awaitable[None]]
-
-
-def _head(status: int, headers: Headers) -> bytes:
-    lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown"))]
-    for name, value in headers:
-        lines.append(f"{name}: {value}\r\n".encode("latin-1"))
-    lines.append(b"\r\n")
-    return b"".join(lines)
-
-
-class ResponseWriter:
-    """Writes one response: whole (``send``) or streamed (``start`` / ``write`` / ``end``)."""
-
-    __slots__ = ("_chunked", "_conn", "finished", "keep_alive", "started")
-
-    def __init__(self, conn: HttpConnection, keep_alive: bool, http10: bool) -> None:
-        self._conn = conn
-        self._chunked = not http10
-        self.keep_alive = keep_alive
-        self.started = False
-        self.finished = False
-
-    async def send(self, status: int, headers: Headers, body: bytes) -> None:
-        self.started = self.finished = True
-        extra = [("content-length", str(len(body)))]
-        if not self.keep_alive:
-            extra.append(("connection", "close"))
-        self._conn.write(_head(status, headers + extra) + body)
-        await self._conn.drain()
-
-    async def start(self, status: int, headers: Headers) -> None:
-        """Send the head of a streamed body (chunked; raw until close for HTTP/1.0)."""
-        self.started = True
-        if not self._chunked:
-            self.keep_alive = False
-            extra = [("connection", "close")]
-        else:
-            extra = [("transfer-encoding", "chunked")]
-            if not self.keep_alive:
-                extra.append(("connection", "close"))
-        self._conn.write(_head(status, headers + extra))
-
-    async def write(self, data: bytes) -> None:
-        conn = self._conn
-        if self._chunked:
-            conn.write(b"%x\r\n%b\r\n" % (len(data), data))
-        else:
-            conn.write(data)
-        if conn.paused:
-            await conn.drain()
-
-    async def end(self, data: bytes = b"", close: bool = False) -> None:
-        """Write the last ``data`` and finish the body in one write; ``close`` ends the
-        connection afterwards (mid-stream errors)."""
-        self.finished = True
-        if close:
-            self.keep_alive = False
-        if self._chunked:
-            tail = b"%x\r\n%b\r\n0\r\n\r\n" % (len(data), data) if data else b"0\r\n\r\n"
-            self._conn.write(tail)
-        elif data:
-            self._conn.write(data)
-        await self._conn.drain()
-
-
 ErrorResponse = Callable[[int, str], tuple[Headers, bytes]]
 """``(status, message) -> (headers, body)`` for requests refused before any handler."""
 
 
 class HttpConnection(asyncio.Protocol):
-    def __init__(self, handler: Handler, limits: Limits, error_response: ErrorResponse) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        limits: Limits,
+        error_response: ErrorResponse,
+        live: set[HttpConnection],
+    ) -> None:
+        self._live = live
         self._handler = handler
         self._limits = limits
         self._error_response = error_response
@@ -171,6 +73,7 @@ class HttpConnection(asyncio.Protocol):
         self._queue: deque[Request] = deque()
         self._drain: asyncio.Future[None] | None = None
         self._reading_paused = False
+        self._closing = False
         self.paused = False
         self._reset()
 
@@ -191,10 +94,12 @@ class HttpConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
         self._transport = transport
+        self._live.add(self)
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self._arm(self._limits.header_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._live.discard(self)
         self._transport = None
         self._disarm()
         if self._task is not None and not self._task.done():
@@ -322,12 +227,31 @@ class HttpConnection(asyncio.Protocol):
             writer.finished = False
         finally:
             self._task = None
-        if not writer.finished or not writer.keep_alive:
+        if not writer.finished or not writer.keep_alive or self._closing:
             self._close()
         elif self._queue:
             self._next()
         else:
             self._arm(self._limits.keepalive_timeout)
+
+    # -- shutting down ---------------------------------------------------------------------
+
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The request being served, if any."""
+        return self._task
+
+    def close_when_idle(self) -> None:
+        """Close now if idle; otherwise after the response in flight (no keep-alive)."""
+        self._queue.clear()
+        if self._task is None:
+            self._close()
+        else:
+            self._closing = True
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -387,7 +311,7 @@ class HttpConnection(asyncio.Protocol):
         if self._task is None:
             headers, body = self._error_response(status, message)
             headers = [*headers, ("content-length", str(len(body))), ("connection", "close")]
-            transport.write(_head(status, headers) + body)
+            transport.write(response_head(status, headers) + body)
         transport.close()
         self._disarm()
 
@@ -396,22 +320,3 @@ class HttpConnection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
             self._transport = None
-
-
-async def serve(
-    handler: Handler,
-    limits: Limits,
-    error_response: ErrorResponse,
-    host: str,
-    port: int,
-    **kwargs: Any,
-) -> asyncio.Server:
-    loop = asyncio.get_running_loop()
-    return await loop.create_server(
-        lambda: HttpConnection(handler, limits, error_response),
-        host,
-        port,
-        backlog=4096,
-        reuse_address=True,
-        **kwargs,
-    )

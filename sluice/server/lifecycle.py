@@ -3,23 +3,23 @@ listening socket."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
+from collections.abc import Callable
 
 import msgspec
 
 from sluice.accounts.dev_key import DevKey, ensure_dev_key
-from sluice.ids import random_id
+from sluice.ids import IdFactory, random_id
 from sluice.server.app import Gateway
-from sluice.server.http1 import serve
+from sluice.server.listener import Listener, listen
 from sluice.settings import Settings
 from sluice.storage.factory import open_store
 
 
 class RunningGateway(msgspec.Struct):
     gateway: Gateway
-    server: asyncio.Server
+    listener: Listener
     dev_key: DevKey | None
     host: str
     port: int
@@ -30,18 +30,27 @@ class RunningGateway(msgspec.Struct):
         return f"http://{host}:{self.port}"
 
 
-async def start_gateway(settings: Settings) -> RunningGateway:
+async def start_gateway(
+    settings: Settings,
+    *,
+    new_id: IdFactory = random_id,
+    wall_clock: Callable[[], float] = time.time,
+) -> RunningGateway:
     settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
     store = await open_store(settings.storage_url)
     try:
         dev_key = None
         if settings.server.dev_key:
             dev_key = await ensure_dev_key(
-                store, settings.home, random_id, os.urandom(32), int(time.time())
+                store, settings.home, new_id, os.urandom(32), int(wall_clock())
             )
-        gateway = Gateway(settings, store)
-        await gateway.start()
-        server = await serve(
+        gateway = Gateway(settings, store, new_id=new_id, wall_clock=wall_clock)
+    except BaseException:
+        await store.close()
+        raise
+    await gateway.start()
+    try:
+        listener = await listen(
             gateway.handle,
             gateway.limits,
             gateway.refused,
@@ -49,13 +58,14 @@ async def start_gateway(settings: Settings) -> RunningGateway:
             settings.server.port,
         )
     except BaseException:
+        await gateway.close()
         await store.close()
         raise
-    host, port = server.sockets[0].getsockname()[:2]
-    return RunningGateway(gateway, server, dev_key, host, port)
+    host, port = listener.address
+    return RunningGateway(gateway, listener, dev_key, host, port)
 
 
-async def stop_gateway(running: RunningGateway) -> None:
-    running.server.close()
+async def stop_gateway(running: RunningGateway, grace: float = 5.0) -> None:
+    await running.listener.stop(grace)
     await running.gateway.close()
     await running.gateway.store.close()

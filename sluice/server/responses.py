@@ -11,7 +11,7 @@ from sluice.errors import (
     RequestTimeoutError,
     RequestTooLargeError,
 )
-from sluice.server.http1 import Headers
+from sluice.server.exchange import Headers
 
 JSON: Final = ("content-type", "application/json")
 SSE_HEADERS: Final[Headers] = [

@@ -1,0 +1,131 @@
+"""One HTTP exchange as handlers see it: the parsed request and the response writer."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+_REASONS = {
+    100: b"Continue",
+    200: b"OK",
+    400: b"Bad Request",
+    401: b"Unauthorized",
+    402: b"Payment Required",
+    403: b"Forbidden",
+    404: b"Not Found",
+    405: b"Method Not Allowed",
+    408: b"Request Timeout",
+    413: b"Content Too Large",
+    429: b"Too Many Requests",
+    431: b"Request Header Fields Too Large",
+    500: b"Internal Server Error",
+    502: b"Bad Gateway",
+    503: b"Service Unavailable",
+    504: b"Gateway Timeout",
+}
+
+
+class Request:
+    """A parsed request. ``path`` is the raw target's path, exactly as sent."""
+
+    __slots__ = ("body", "headers", "keep_alive", "method", "path", "query", "version")
+
+    def __init__(
+        self,
+        *,
+        method: str,
+        path: str,
+        query: str,
+        headers: dict[str, str],
+        body: bytes,
+        version: str,
+        keep_alive: bool,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.version = version
+        self.keep_alive = keep_alive
+
+
+class ClientGoneError(Exception):
+    """The client closed the connection; nothing more can be written."""
+
+
+class Sink(Protocol):
+    """The connection side of a :class:`ResponseWriter`."""
+
+    paused: bool
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
+Headers = list[tuple[str, str]]
+Handler = Callable[[Request, "ResponseWriter"], Awaitable[None]]
+
+
+def response_head(status: int, headers: Headers) -> bytes:
+    lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown"))]
+    for name, value in headers:
+        lines.append(f"{name}: {value}\r\n".encode("latin-1"))
+    lines.append(b"\r\n")
+    return b"".join(lines)
+
+
+class ResponseWriter:
+    """Writes one response: whole (``send``) or streamed (``start`` / ``write`` / ``end``)."""
+
+    __slots__ = ("_chunked", "_conn", "finished", "keep_alive", "started")
+
+    def __init__(self, conn: Sink, keep_alive: bool, http10: bool) -> None:
+        self._conn = conn
+        self._chunked = not http10
+        self.keep_alive = keep_alive
+        self.started = False
+        self.finished = False
+
+    async def send(self, status: int, headers: Headers, body: bytes) -> None:
+        self.started = self.finished = True
+        extra = [("content-length", str(len(body)))]
+        if not self.keep_alive:
+            extra.append(("connection", "close"))
+        self._conn.write(response_head(status, headers + extra) + body)
+        await self._conn.drain()
+
+    async def start(self, status: int, headers: Headers) -> None:
+        """Send the head of a streamed body (chunked; raw until close for HTTP/1.0)."""
+        self.started = True
+        if not self._chunked:
+            self.keep_alive = False
+            extra = [("connection", "close")]
+        else:
+            extra = [("transfer-encoding", "chunked")]
+            if not self.keep_alive:
+                extra.append(("connection", "close"))
+        self._conn.write(response_head(status, headers + extra))
+
+    async def write(self, data: bytes) -> None:
+        conn = self._conn
+        if self._chunked:
+            conn.write(b"%x\r\n%b\r\n" % (len(data), data))
+        else:
+            conn.write(data)
+        if conn.paused:
+            await conn.drain()
+
+    async def end(self, data: bytes = b"", close: bool = False) -> None:
+        """Write the last ``data`` and finish the body in one write; ``close`` ends the
+        connection afterwards (mid-stream errors)."""
+        self.finished = True
+        if close:
+            self.keep_alive = False
+        if self._chunked:
+            tail = b"%x\r\n%b\r\n0\r\n\r\n" % (len(data), data) if data else b"0\r\n\r\n"
+            self._conn.write(tail)
+        elif data:
+            self._conn.write(data)
+        await self._conn.drain()

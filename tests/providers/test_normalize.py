@@ -1,0 +1,113 @@
+"""The shape every translator's output must have, whatever the upstream sent."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from sluice.errors import UpstreamError
+from sluice.providers.normalize import ChunkEmitter, normalize_finish_reason
+from sluice.wire.chunks import Delta, FunctionDelta, ToolCallDelta
+from tests.support.gateway import counting_ids
+
+
+def drain(emitter: ChunkEmitter) -> list[object]:
+    return [msgspec.to_builtins(c) for c in emitter.take()]
+
+
+def test_role_chunk_comes_first_once_per_choice() -> None:
+    e = ChunkEmitter(counting_ids())
+    e.text(1, "b")
+    e.text(0, "a")
+    e.text(1, "c")
+    assert drain(e) == [
+        [{"index": 1, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+        [{"index": 1, "delta": {"content": "b"}, "finish_reason": None}],
+        [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+        [{"index": 0, "delta": {"content": "a"}, "finish_reason": None}],
+        [{"index": 1, "delta": {"content": "c"}, "finish_reason": None}],
+    ]
+
+
+def test_whole_tool_call_is_split_into_first_fragment_and_arguments() -> None:
+    e = ChunkEmitter(counting_ids())
+    e.tool_call(0, 0, name="f", arguments='{"a":1}')  # no id: one is generated
+    e.tool_call(0, 0, name="f", id="ignored", arguments="")  # repeats are dropped
+    e.finish(0, "stop")  # a choice that called tools finishes with tool_calls
+    chunks = drain(e)[1:]
+    assert chunks == [
+        [
+            {
+                "index": 0,
+                "delta": {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_000001",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": ""},
+                        }
+                    ]
+                },
+                "finish_reason": None,
+            }
+        ],
+        [
+            {
+                "index": 0,
+                "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"a":1}'}}]},
+                "finish_reason": None,
+            }
+        ],
+        [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+    ]
+
+
+def test_delta_with_content_and_finish_becomes_two_chunks_and_nothing_follows() -> None:
+    e = ChunkEmitter(counting_ids())
+    e.delta(0, Delta(role="assistant", content="last"), "stop")
+    e.text(0, "after the end")
+    e.finish(0, "length")
+    assert drain(e)[1:] == [
+        [{"index": 0, "delta": {"content": "last"}, "finish_reason": None}],
+        [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+    ]
+
+
+def test_empty_and_null_fields_are_not_emitted() -> None:
+    e = ChunkEmitter(counting_ids())
+    e.delta(0, Delta(content=None, reasoning_content="", refusal=None, tool_calls=[]))
+    e.delta(0, Delta(tool_calls=[ToolCallDelta(0, function=FunctionDelta(arguments=""))]))
+    assert len(drain(e)) == 2  # the role chunk and the tool call's first fragment
+    assert e.output_chars == 0
+
+
+@pytest.mark.parametrize(
+    ("reason", "tools", "expected"),
+    [
+        ("stop", False, "stop"),
+        ("stop", True, "tool_calls"),
+        ("length", True, "length"),
+        ("function_call", False, "stop"),
+        ("end_turn", False, "stop"),
+        ("content_filter", False, "content_filter"),
+        ("tool_calls", True, "tool_calls"),
+    ],
+)
+def test_finish_reasons(reason: str, tools: bool, expected: str) -> None:
+    assert normalize_finish_reason(reason, tools) == expected
+
+
+def test_check_complete() -> None:
+    e = ChunkEmitter(counting_ids())
+    with pytest.raises(UpstreamError) as info:
+        e.check_complete()
+    assert info.value.code == "upstream_empty"
+    e.text(0, "x")
+    e.text(1, "y")
+    e.finish(0, "stop")
+    with pytest.raises(UpstreamError) as info:
+        e.check_complete()
+    assert info.value.code == "stream_incomplete"
+    e.finish(1, "stop")
+    e.check_complete()

@@ -1,0 +1,66 @@
+"""Start a real gateway (real sockets, real SQLite) for a test."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from sluice.config import parse_config
+from sluice.server.lifecycle import RunningGateway, start_gateway, stop_gateway
+from sluice.settings import build_settings
+
+FIXED_TIME = 1787481600
+
+
+def counting_ids() -> Callable[[str], str]:
+    """Deterministic ids: ``req_000001``, ``call_000002``, …"""
+    counter = itertools.count(1)
+    return lambda prefix: f"{prefix}_{next(counter):06d}"
+
+
+def openai_connection_toml(base_url: str, *, conn_id: str = "conn_fake", timeouts: str = "") -> str:
+    extra = f"\ntimeouts = {{ {timeouts} }}" if timeouts else ""
+    return f"""
+[[connections]]
+id = "{conn_id}"
+provider = "openai-compatible"
+base_url = "{base_url}"
+api_key_env = "FAKE_UPSTREAM_KEY"{extra}
+
+[[models]]
+id = "test/gpt-fake"
+providers = {{ {conn_id} = "gpt-fake" }}
+price = {{ input = 2.0, output = 8.0, cache_read = 0.5 }}
+
+[[models]]
+id = "test/unpriced"
+providers = {{ {conn_id} = "gpt-unpriced" }}
+"""
+
+
+UPSTREAM_KEY = "sk-upstream-SECRET-0123456789abcdef"
+
+
+@asynccontextmanager
+async def running_gateway(
+    home: Path,
+    config: str = "",
+    *,
+    env: dict[str, str] | None = None,
+    deterministic: bool = False,
+) -> AsyncIterator[RunningGateway]:
+    file = parse_config("[server]\nport = 0\n" + config if "[server]" not in config else config)
+    environment = {"FAKE_UPSTREAM_KEY": UPSTREAM_KEY, **(env or {})}
+    settings = build_settings(file, environment, home)
+    if deterministic:
+        running = await start_gateway(
+            settings, new_id=counting_ids(), wall_clock=lambda: FIXED_TIME
+        )
+    else:
+        running = await start_gateway(settings)
+    try:
+        yield running
+    finally:
+        await stop_gateway(running)

@@ -1,0 +1,199 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+import pytest
+
+from sluice.errors import InvalidRequestError
+from sluice.server.chat import decode_chat_request
+
+FULL_REQUEST: dict[str, Any] = {
+    "model": "openai/gpt-4o",
+    "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "developer", "content": [{"type": "text", "text": "Rules."}]},
+        {
+            "role": "user",
+            "name": "ada",
+            "content": [
+                {"type": "text", "text": "What is in this image?"},
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "https://x.test/a.png", "detail": "low"},
+                },
+                {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+                {"type": "file", "file": {"file_id": "file-1"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "lookup", "arguments": '{"q": 1}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "42"},
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]},
+        {"role": "function", "name": "legacy", "content": "old"},
+    ],
+    "tools": [
+        {
+            "type": "function",
+            "function": {
+                "name": "lookup",
+                "description": "Look up",
+                "strict": True,
+                "parameters": {"type": "object", "properties": {"q": {"type": "integer"}}},
+            },
+        }
+    ],
+    "tool_choice": {"type": "function", "function": {"name": "lookup"}},
+    "parallel_tool_calls": False,
+    "response_format": {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "strict": True, "schema": {"type": "object"}},
+    },
+    "temperature": 0.2,
+    "top_p": 0.9,
+    "frequency_penalty": 0.1,
+    "presence_penalty": -0.1,
+    "stop": ["END", "STOP"],
+    "seed": 7,
+    "max_tokens": 100,
+    "max_completion_tokens": 90,
+    "n": 2,
+    "user": "u-1",
+    "metadata": {"team": "a"},
+    "reasoning_effort": "low",
+    "logprobs": True,
+    "top_logprobs": 3,
+    "logit_bias": {"50256": -100},
+    "stream": True,
+    "stream_options": {"include_usage": True},
+    "service_tier": "auto",
+    "store": False,
+    "prediction": {"type": "content", "content": "x"},
+}
+
+
+def roundtrip(doc: dict[str, Any]) -> dict[str, Any]:
+    req = decode_chat_request(json.dumps(doc).encode())
+    out: dict[str, Any] = json.loads(msgspec.json.encode(req))
+    return out
+
+
+def test_everything_the_openai_api_accepts_passes_and_reencodes_faithfully() -> None:
+    assert roundtrip(FULL_REQUEST) == FULL_REQUEST
+
+
+def test_request_properties() -> None:
+    req = decode_chat_request(json.dumps(FULL_REQUEST).encode())
+    assert req.is_stream and req.include_usage
+    assert req.choice_count == 2
+    assert req.output_ceiling == 90
+    assert req.stop_sequences == ["END", "STOP"]
+
+
+def test_unknown_fields_are_dropped_including_ones_that_could_steer_the_upstream() -> None:
+    doc = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "api_base": "http://169.254.169.254",
+        "base_url": "http://evil.test",
+        "api_key": "sk-stolen",
+        "extra_headers": {"x": "y"},
+        "custom_llm_provider": "x",
+    }
+    assert roundtrip(doc) == {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "param"),
+    [
+        (b"{not json", "invalid_json", None),
+        (b"", "invalid_json", None),
+        (b"[]", "invalid_type", None),
+        (
+            b'{"messages": [{"role": "user", "content": "x"}]}',
+            "missing_required_parameter",
+            "model",
+        ),
+        (b'{"model": "m"}', "missing_required_parameter", "messages"),
+        (b'{"model": "m", "messages": []}', "invalid_value", "messages"),
+        (b'{"model": 5, "messages": [{"role": "user", "content": "x"}]}', "invalid_type", "model"),
+        (
+            b'{"model": "m", "messages": [{"role": "wizard", "content": "x"}]}',
+            "invalid_value",
+            "messages[0].role",
+        ),
+        (
+            b'{"model": "m", "messages": [{"content": "x"}]}',
+            "missing_required_parameter",
+            "messages[0].role",
+        ),
+        (
+            b'{"model": "m", "messages": [{"role": "user", "content": 3}]}',
+            "invalid_type",
+            "messages[0].content",
+        ),
+        (
+            b'{"model": "m", "messages": [{"role": "tool", "content": "x"}]}',
+            "missing_required_parameter",
+            "messages[0].tool_call_id",
+        ),
+        (
+            b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 0}',
+            "invalid_value",
+            "n",
+        ),
+        (
+            b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 3}',
+            "invalid_value",
+            "temperature",
+        ),
+        (
+            b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}',
+            "invalid_type",
+            "stream",
+        ),
+        (
+            b'{"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}',
+            "invalid_value",
+            "max_tokens",
+        ),
+    ],
+    ids=[
+        "malformed",
+        "empty-body",
+        "not-object",
+        "no-model",
+        "no-messages",
+        "empty-messages",
+        "model-type",
+        "bad-role",
+        "no-role",
+        "content-type",
+        "tool-no-id",
+        "n-zero",
+        "temperature-range",
+        "stream-type",
+        "max-tokens-zero",
+    ],
+)
+def test_invalid_bodies_name_the_parameter(body: bytes, code: str, param: str | None) -> None:
+    with pytest.raises(InvalidRequestError) as info:
+        decode_chat_request(body)
+    err = info.value
+    assert (err.status, err.type, err.code, err.param) == (
+        400,
+        "invalid_request_error",
+        code,
+        param,
+    )
+    assert err.message
