@@ -3,8 +3,8 @@
 Connections get their credentials here (read from the variable each names) and their
 default base URLs. Provider keys found in the usual variables (``OPENAI_API_KEY``, …)
 add a connection for a provider kind the file does not configure, unless
-``[server] env_connections = false``. The built-in ``demo`` connection is added unless
-``[server] demo = false``.
+``[server] env_connections = false``. The built-in in-process provider (the demo)
+gets a connection unless the file configures one or says ``[server] demo = false``.
 """
 
 from __future__ import annotations
@@ -72,12 +72,16 @@ def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSet
     )
 
 
+def _auto_id(spec: ProviderSpec) -> str:
+    return "conn_" + spec.kind.replace("-", "_")
+
+
 def _from_env(spec: ProviderSpec, env: Mapping[str, str]) -> ConnectionSettings | None:
     value = env.get(spec.env_key) if spec.env_key else None
     if not value or spec.default_base_url is None:
         return None
     return ConnectionSettings(
-        id=f"conn_{spec.kind.replace('-', '_')}",
+        id=_auto_id(spec),
         provider=spec.kind,
         base_url=spec.default_base_url,
         api_key=Secret(value),
@@ -103,8 +107,10 @@ def build_settings(
         for spec in PROVIDERS:
             if spec.kind not in kinds and (auto := _from_env(spec, env)) is not None:
                 connections.append(auto)
-    if server.demo and "demo" not in kinds:
-        connections.append(_connection(ConnectionConfig(id="conn_demo", provider="demo"), env))
+    if server.demo:
+        for spec in PROVIDERS:
+            if spec.local and spec.kind not in kinds:
+                connections.append(_connection(ConnectionConfig(_auto_id(spec), spec.kind), env))
     ids = [c.id for c in connections]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:

@@ -37,6 +37,7 @@ def _banner(running: RunningGateway, settings: Settings) -> str:
             '-d \'{"model": "sluice/demo", "stream": true, '
             '"messages": [{"role": "user", "content": "Hello"}]}\''
         )
+    lines.append("Press Ctrl-C to stop.")
     return "\n".join(lines)
 
 

@@ -67,14 +67,6 @@ async def _models(gw: Gateway, call: Call) -> None:
     await call.writer.send(200, [*call.headers, JSON], gw.models_body)
 
 
-# path -> method -> (endpoint, needs a key)
-_ROUTES: dict[str, dict[str, tuple[Endpoint, bool]]] = {
-    "/health": {"GET": (_health, False)},
-    "/v1/models": {"GET": (_models, True)},
-    "/v1/chat/completions": {"POST": (chat_completions, True)},
-}
-
-
 class Gateway:
     def __init__(
         self,
@@ -99,6 +91,12 @@ class Gateway:
             settings.server.upstream_error_body_bytes,
         )
         self.auth = Authenticator(store, dev_key_enabled=settings.server.dev_key, clock=clock)
+        # path -> method -> (endpoint, needs a key); matched on the raw path only
+        self._routes: dict[str, dict[str, tuple[Endpoint, bool]]] = {
+            "/health": {"GET": (_health, False)},
+            "/v1/models": {"GET": (_models, True)},
+            "/v1/chat/completions": {"POST": (chat_completions, True)},
+        }
         self.models_body = msgspec.json.encode(
             model_list(self.catalog, self.planner, settings.routes)
         )
@@ -126,7 +124,7 @@ class Gateway:
         call = Call(request, writer, self.new_id("req"), int(self.wall_clock()), None)
         status = 200
         try:
-            methods = _ROUTES.get(request.path)
+            methods = self._routes.get(request.path)
             if methods is None:
                 raise NotFoundError(f"Unknown request URL: {request.method} {request.path}.")
             found = methods.get(request.method)

@@ -88,7 +88,7 @@ async def _stream(
     encoder = ChunkEncoder(_identity(call, attempt, plan))
     writer = call.writer
     try:
-        await writer.start(200, call.headers + SSE_HEADERS)
+        await writer.start(200, [*call.headers, *SSE_HEADERS])
         if opened.first:
             await writer.write(encoder.events(opened.first))
         if not opened.ended:

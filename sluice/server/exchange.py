@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import Protocol
 
-_REASONS = {
-    100: b"Continue",
-    200: b"OK",
-    400: b"Bad Request",
-    401: b"Unauthorized",
-    402: b"Payment Required",
-    403: b"Forbidden",
-    404: b"Not Found",
-    405: b"Method Not Allowed",
-    408: b"Request Timeout",
-    413: b"Content Too Large",
-    429: b"Too Many Requests",
-    431: b"Request Header Fields Too Large",
-    500: b"Internal Server Error",
-    502: b"Bad Gateway",
-    503: b"Service Unavailable",
-    504: b"Gateway Timeout",
-}
+_REASONS: Mapping[int, bytes] = MappingProxyType(
+    {
+        100: b"Continue",
+        200: b"OK",
+        400: b"Bad Request",
+        401: b"Unauthorized",
+        402: b"Payment Required",
+        403: b"Forbidden",
+        404: b"Not Found",
+        405: b"Method Not Allowed",
+        408: b"Request Timeout",
+        413: b"Content Too Large",
+        429: b"Too Many Requests",
+        431: b"Request Header Fields Too Large",
+        500: b"Internal Server Error",
+        502: b"Bad Gateway",
+        503: b"Service Unavailable",
+        504: b"Gateway Timeout",
+    }
+)
 
 
 class Request:

@@ -39,6 +39,7 @@ _log = logging.getLogger("sluice.server")
 _MAX_HEADERS = 100
 _MAX_PIPELINED = 8
 _WRITE_HIGH_WATER = 64 * 1024
+_LINGER_SECONDS = 2.0
 
 
 class Limits(msgspec.Struct, frozen=True):
@@ -74,6 +75,7 @@ class HttpConnection(asyncio.Protocol):
         self._drain: asyncio.Future[None] | None = None
         self._reading_paused = False
         self._closing = False
+        self._lingering: asyncio.Transport | None = None
         self.paused = False
         self._reset()
 
@@ -100,6 +102,7 @@ class HttpConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._live.discard(self)
+        self._lingering = None
         self._transport = None
         self._disarm()
         if self._task is not None and not self._task.done():
@@ -117,6 +120,8 @@ class HttpConnection(asyncio.Protocol):
             self._drain.set_result(None)
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering is not None:
+            return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -177,8 +182,8 @@ class HttpConnection(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
-        if self._transport is None:
-            return
+        if self._transport is None or self._parser.should_upgrade():
+            return  # an upgrade request is refused when the parser reports it
         parser = self._parser
         parsed = httptools.parse_url(self._url)
         headers: dict[str, str] = {}
@@ -250,8 +255,9 @@ class HttpConnection(asyncio.Protocol):
             self._closing = True
 
     def abort(self) -> None:
-        if self._transport is not None:
-            self._transport.abort()
+        transport = self._transport or self._lingering
+        if transport is not None:
+            transport.abort()
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -303,17 +309,30 @@ class HttpConnection(asyncio.Protocol):
             self._close()
 
     def _reject(self, status: int, message: str) -> None:
-        """Answer a request that never reached a handler, then close."""
+        """Answer a request that never reached a handler, then close.
+
+        A lingering close: send the answer and our FIN, then read and drop whatever
+        the client still sends for a moment, so its kernel does not turn our close
+        into a reset that destroys the answer before the client reads it.
+        """
         transport = self._transport
         if transport is None:
             return
         self._transport = None
-        if self._task is None:
-            headers, body = self._error_response(status, message)
-            headers = [*headers, ("content-length", str(len(body))), ("connection", "close")]
-            transport.write(response_head(status, headers) + body)
-        transport.close()
+        self._queue.clear()
+        if self._task is not None:
+            transport.close()
+            return
+        headers, body = self._error_response(status, message)
+        headers = [*headers, ("content-length", str(len(body))), ("connection", "close")]
+        transport.write(response_head(status, headers) + body)
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        self._lingering = transport
         self._disarm()
+        self._timer = self._loop.call_later(_LINGER_SECONDS, transport.close)
 
     def _close(self) -> None:
         self._disarm()

@@ -14,11 +14,11 @@ from sluice.errors import (
 from sluice.server.exchange import Headers
 
 JSON: Final = ("content-type", "application/json")
-SSE_HEADERS: Final[Headers] = [
+SSE_HEADERS: Final = (
     ("content-type", "text/event-stream"),
     ("cache-control", "no-cache"),
     ("x-accel-buffering", "no"),
-]
+)
 
 
 def error_headers(err: ApiError, base: Headers) -> Headers:

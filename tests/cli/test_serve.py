@@ -1,0 +1,122 @@
+"""``sluice serve`` as a user runs it: a real process, real port, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from sluice.cli.main import main
+
+BANNER = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
+
+
+@contextmanager
+def serving(home: Path, *args: str) -> Iterator[tuple[str, str]]:
+    env = {**os.environ, "SLUICE_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("DEEPSEEK_API_KEY", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sluice", "serve", "--port", "0", *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    assert proc.stderr is not None
+    lines = []
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith("Press Ctrl-C to stop."):
+                break
+        banner = "".join(lines)
+        match = BANNER.search(banner)
+        assert match, banner
+        drain = threading.Thread(target=proc.stderr.read, daemon=True)  # keep the pipe flowing
+        drain.start()
+        yield match.group(1), banner
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        proc.stderr.close()
+
+
+def chat(url: str, key: str) -> bytes:
+    body = json.dumps(
+        {
+            "model": "sluice/demo-fast",
+            "stream": True,
+            "max_tokens": 3,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    ).encode()
+    req = urllib.request.Request(
+        url + "/v1/chat/completions",
+        body,
+        method="POST",
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        data: bytes = resp.read()
+        return data
+
+
+def test_first_start_prints_and_saves_the_dev_key_then_reuses_it(tmp_path: Path) -> None:
+    with serving(tmp_path) as (url, banner):
+        key = (tmp_path / "dev-key").read_text().strip()
+        assert key in banner and "curl -N" in banner
+        assert stat.S_IMODE((tmp_path / "dev-key").stat().st_mode) == 0o600
+        assert (tmp_path / "sluice.db").exists()
+        body = chat(url, key)
+        assert body.endswith(b"data: [DONE]\n\n") and b'"finish_reason":"length"' in body
+    with serving(tmp_path) as (url, banner):
+        assert key not in banner and "dev key:     in" in banner
+        assert chat(url, key).endswith(b"data: [DONE]\n\n")
+
+
+def test_two_gateways_side_by_side(tmp_path: Path) -> None:
+    with serving(tmp_path / "a") as (url_a, _), serving(tmp_path / "b") as (url_b, _):
+        key_a = (tmp_path / "a" / "dev-key").read_text().strip()
+        key_b = (tmp_path / "b" / "dev-key").read_text().strip()
+        assert url_a != url_b and key_a != key_b
+        assert chat(url_a, key_a).endswith(b"[DONE]\n\n")
+        assert chat(url_b, key_b).endswith(b"[DONE]\n\n")
+
+
+def test_config_can_turn_the_dev_key_off(tmp_path: Path) -> None:
+    config = tmp_path / "sluice.toml"
+    config.write_text("[server]\ndev_key = false\n")
+    with serving(tmp_path, "--config", str(config)) as (_, banner):
+        assert "dev key" not in banner
+    assert not (tmp_path / "dev-key").exists()
+
+
+def test_help_explains_every_flag() -> None:
+    runner = CliRunner()
+    top = runner.invoke(main, ["--help"])
+    assert top.exit_code == 0 and "serve" in top.output
+    serve = runner.invoke(main, ["serve", "--help"])
+    assert serve.exit_code == 0
+    for flag in ("--config", "--host", "--port", "--home", "--log-level"):
+        assert flag in serve.output
+
+
+def test_bad_config_exits_with_a_clear_message(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("[server]\nport = 'x'\n")
+    result = CliRunner().invoke(main, ["serve", "--config", str(config)])
+    assert result.exit_code == 1
+    assert "Expected `int`, got `str` - at `$.server.port`" in result.output
+    assert "Traceback" not in result.output

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import pytest
+
+from sluice.metering.pricing import Price, cost_pico, priced_usage, usd
+from sluice.metering.tokens import TokenUsage, estimate_prompt_tokens, tokens_for_chars
+from sluice.server.chat import decode_chat_request
+
+SONNET = Price.per_million(3.0, 15.0, cache_read=0.3, cache_write=3.75)
+
+
+def test_prices_convert_exactly_to_pico_dollars_per_token() -> None:
+    assert (
+        Price(input=3_000_000, output=15_000_000, cache_read=300_000, cache_write=3_750_000)
+        == SONNET
+    )
+    assert Price.per_million(0.028, 0.42).input == 28_000  # no binary-float noise
+    assert Price.per_million(0.075, 0.6).cache_read == 75_000  # defaults to the input rate
+
+
+def test_cost_with_cache_reads_and_writes() -> None:
+    usage = TokenUsage(
+        prompt_tokens=1000, completion_tokens=100, cached_tokens=600, cache_write_tokens=300
+    )
+    # 100 fresh at $3/M, 600 cached at $0.30/M, 300 written at $3.75/M, 100 out at $15/M
+    expected = 100 * 3_000_000 + 600 * 300_000 + 300 * 3_750_000 + 100 * 15_000_000
+    assert cost_pico(usage, SONNET) == expected
+    assert usd(expected) == pytest.approx(0.003105)
+
+
+def test_seed_example_cost() -> None:
+    usage = TokenUsage(prompt_tokens=24, completion_tokens=118)
+    assert usd(cost_pico(usage, SONNET)) == 0.001842
+
+
+def test_sums_are_exact_where_floats_drift() -> None:
+    one = TokenUsage(prompt_tokens=1, completion_tokens=0)
+    tenth = Price.per_million(0.1, 0.1)
+    total = sum(cost_pico(one, tenth) for _ in range(10))
+    assert total == 10 * 100_000 and usd(total) == 1e-6
+
+
+def test_priced_usage_sources() -> None:
+    reported = TokenUsage(prompt_tokens=10, completion_tokens=5, cached_tokens=2)
+    wire = priced_usage(reported, SONNET)
+    assert (wire.total_tokens, wire.prompt_tokens_details.cached_tokens) == (15, 2)
+    assert wire.price_source == "list" and wire.cost == usd(cost_pico(reported, SONNET))
+    by_provider = TokenUsage(prompt_tokens=10, completion_tokens=5, provider_cost=0.5)
+    assert (
+        priced_usage(by_provider, SONNET).cost,
+        priced_usage(by_provider, SONNET).price_source,
+    ) == (0.5, "provider")
+    assert priced_usage(reported, None).cost is None
+    estimate = TokenUsage(prompt_tokens=10, completion_tokens=5, estimated=True)
+    assert priced_usage(estimate, SONNET).cost is None  # a finished answer without usage
+    cut = priced_usage(estimate, SONNET, price_estimate=True)  # a stream cut short
+    assert cut.cost == usd(cost_pico(estimate, SONNET)) and cut.price_source == "list"
+
+
+def test_estimator() -> None:
+    assert [tokens_for_chars(n) for n in (0, 1, 4, 5)] == [0, 1, 1, 2]
+    req = decode_chat_request(
+        b'{"model": "m", "messages": [{"role": "system", "content": '
+        b'"12345678"}, {"role": "user", "content": "abcd"}]}'
+    )
+    assert estimate_prompt_tokens(req) == 3 + (4 + 2) + (4 + 1)

@@ -1,0 +1,113 @@
+"""Config file + environment → settings, resolved once at startup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sluice.config import FileConfig, parse_config
+from sluice.errors import ConfigError
+from sluice.settings import Settings, build_settings, resolve_home
+
+HOME = Path("/tmp/sluice-home")
+
+
+def settings(toml: str = "", env: dict[str, str] | None = None) -> Settings:
+    return build_settings(parse_config(toml), env or {}, HOME)
+
+
+def test_defaults_are_the_embedded_demo_setup() -> None:
+    s = build_settings(FileConfig(), {}, HOME)
+    assert (s.server.host, s.server.port) == ("127.0.0.1", 8787)
+    assert s.storage_url == "sqlite:////tmp/sluice-home/sluice.db"
+    assert [(c.id, c.provider) for c in s.connections] == [("conn_demo", "demo")]
+    assert s.server.dev_key is True
+
+
+def test_home_from_flag_then_env_then_default() -> None:
+    assert resolve_home("/a", {"SLUICE_HOME": "/b"}) == Path("/a")
+    assert resolve_home(None, {"SLUICE_HOME": "/b"}) == Path("/b")
+    assert resolve_home(None, {}) == Path(".sluice")
+
+
+def test_provider_keys_in_the_environment_create_connections() -> None:
+    s = settings(env={"OPENAI_API_KEY": "sk-o", "DEEPSEEK_API_KEY": "sk-d", "UNRELATED": "x"})
+    conns = {c.id: c for c in s.connections}
+    assert set(conns) == {"conn_openai", "conn_deepseek", "conn_demo"}
+    assert conns["conn_openai"].base_url == "https://api.openai.com/v1"
+    assert conns["conn_deepseek"].base_url == "https://api.deepseek.com"
+    key = conns["conn_openai"].api_key
+    assert key is not None and key.reveal() == "sk-o"
+    assert "sk-o" not in repr(conns["conn_openai"])
+
+
+def test_config_says_otherwise() -> None:
+    configured = """
+[[connections]]
+id = "conn_mine"
+provider = "openai"
+api_key_env = "MY_KEY"
+"""
+    s = settings(configured, {"OPENAI_API_KEY": "sk-o", "MY_KEY": "sk-mine"})
+    assert [c.id for c in s.connections] == ["conn_mine", "conn_demo"]
+    off = settings("[server]\nenv_connections = false\ndemo = false\n", {"OPENAI_API_KEY": "x"})
+    assert off.connections == ()
+
+
+def test_connection_fields_and_timeouts() -> None:
+    s = settings("""
+[[connections]]
+id = "conn_local"
+provider = "openai-compatible"
+base_url = "http://127.0.0.1:11434/v1"
+timeouts = { connect = 2, stall = 30 }
+on_disconnect = "drain"
+""")
+    conn = s.connections[0]
+    assert conn.api_key is None
+    assert (conn.timeouts.connect, conn.timeouts.first_event, conn.timeouts.stall) == (2, 60, 30)
+    assert conn.on_disconnect == "drain"
+
+
+@pytest.mark.parametrize(
+    ("toml", "env", "message"),
+    [
+        ('[[connections]]\nid = "a"\nprovider = "nope"\n', {}, "unknown provider kind 'nope'"),
+        (
+            '[[connections]]\nid = "a"\nprovider = "openai"\napi_key_env = "K"\n',
+            {},
+            "environment variable K is not set",
+        ),
+        ('[[connections]]\nid = "a"\nprovider = "openai-compatible"\n', {}, "base_url is required"),
+        (
+            '[[connections]]\nid = "a"\nprovider = "openai-compatible"\nbase_url = "file:///x"\n',
+            {},
+            "must be an http(s) URL",
+        ),
+        (
+            '[[connections]]\nid = "conn_demo"\nprovider = "openai-compatible"\n'
+            'base_url = "http://x"\n',
+            {},
+            "duplicate connection ids: conn_demo",
+        ),
+        ("[server]\nprot = 1\n", {}, "unknown field `prot`"),
+        ('[server]\nport = "x"\n', {}, "Expected `int`, got `str` - at `$.server.port`"),
+        ("[[connections]]\nid = \n", {}, "Invalid"),
+    ],
+    ids=[
+        "unknown-kind",
+        "missing-key-var",
+        "no-base-url",
+        "bad-scheme",
+        "duplicate-id",
+        "typo",
+        "wrong-type",
+        "bad-toml",
+    ],
+)
+def test_bad_configs_fail_loudly(toml: str, env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        settings(toml, env)
+    assert message.lower() in str(info.value).lower()
+    assert "sk-" not in str(info.value)
