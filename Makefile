@@ -30,7 +30,7 @@ services:
 	@./scripts/services.sh
 
 bench: $(STAMP)
-	./bench/run.sh
+	bench/peers.sh
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -23,8 +23,22 @@ PURE = [
     ROOT / "errors.py",
     ROOT / "config.py",
 ]
-IMPURE_MODULES = {"asyncio", "aiohttp", "aiosqlite", "httptools", "uvloop", "socket", "time",
-                  "os", "random", "secrets", "datetime", "threading", "subprocess", "sqlite3"}
+IMPURE_MODULES = {
+    "asyncio",
+    "aiohttp",
+    "aiosqlite",
+    "httptools",
+    "uvloop",
+    "socket",
+    "time",
+    "os",
+    "random",
+    "secrets",
+    "datetime",
+    "threading",
+    "subprocess",
+    "sqlite3",
+}
 
 
 def imports(path: Path) -> set[str]:
@@ -53,13 +67,20 @@ def test_no_provider_names_outside_providers() -> None:
         if "providers" in path.relative_to(ROOT).parts:
             continue
         tree = ast.parse(path.read_text())
-        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                      if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef |
-                                    ast.AsyncFunctionDef)
-                      and n.body and isinstance(n.body[0], ast.Expr)}
+        docstrings = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+        }
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
-                    and id(node) not in docstrings and node.value.lower() in kinds):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and node.value.lower() in kinds
+            ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
     assert offenders == []
 
@@ -71,7 +92,8 @@ def test_no_module_level_mutable_state() -> None:
         for node in ast.parse(path.read_text()).body:
             value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
             if isinstance(value, mutable) or (
-                isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
                 and value.func.id in {"dict", "list", "set", "deque", "defaultdict"}
             ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
@@ -81,11 +103,12 @@ def test_no_module_level_mutable_state() -> None:
 
 
 def test_import_sluice_is_light() -> None:
-    code = ("import sys, sluice, sluice.wire.sse; "
-            "print(sorted(m for m in ('aiohttp', 'aiosqlite', 'httptools', 'asyncio') "
-            "if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys, sluice, sluice.wire.sse; "
+        "print(sorted(m for m in ('aiohttp', 'aiosqlite', 'httptools', 'asyncio') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 

@@ -87,11 +87,12 @@ async def _stream(
     attempt, resp, translator = opened.attempt, opened.response, opened.translator
     encoder = ChunkEncoder(_identity(call, attempt, plan))
     writer = call.writer
+    pending = encoder.events(opened.first) if opened.first else b""
     try:
         await writer.start(200, [*call.headers, *SSE_HEADERS])
-        if opened.first:
-            await writer.write(encoder.events(opened.first))
         if not opened.ended:
+            await writer.write(pending)
+            pending = b""
             if translator.failure is not None:
                 raise translator.failure
             read, feed, write, events = (
@@ -116,15 +117,15 @@ async def _stream(
         usage = None
         if req.include_usage:
             usage = _usage(req, translator.usage, translator.output_chars, attempt, cut=True)
-        await writer.end(error_event(err, usage), close=True)
+        await writer.end(pending + error_event(err, usage), close=True)
         return
     except BaseException:
         resp.close()
         raise
-    last = DONE_EVENT
+    last = pending + DONE_EVENT
     if req.include_usage:
         usage = _usage(req, translator.usage, translator.output_chars, attempt, cut=False)
-        last = encoder.usage_event(usage) + DONE_EVENT
+        last = pending + encoder.usage_event(usage) + DONE_EVENT
     await writer.end(last)
 
 

@@ -72,20 +72,19 @@ Handler = Callable[[Request, "ResponseWriter"], Awaitable[None]]
 
 
 def response_head(status: int, headers: Headers) -> bytes:
-    lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b"Unknown"))]
-    for name, value in headers:
-        lines.append(f"{name}: {value}\r\n".encode("latin-1"))
-    lines.append(b"\r\n")
-    return b"".join(lines)
+    reason = _REASONS.get(status, b"Unknown")
+    lines = "".join(f"{name}: {value}\r\n" for name, value in headers)
+    return b"HTTP/1.1 %d %b\r\n%b\r\n" % (status, reason, lines.encode("latin-1"))
 
 
 class ResponseWriter:
     """Writes one response: whole (``send``) or streamed (``start`` / ``write`` / ``end``)."""
 
-    __slots__ = ("_chunked", "_conn", "finished", "keep_alive", "started")
+    __slots__ = ("_chunked", "_conn", "_head", "finished", "keep_alive", "started")
 
     def __init__(self, conn: Sink, keep_alive: bool, http10: bool) -> None:
         self._conn = conn
+        self._head = b""
         self._chunked = not http10
         self.keep_alive = keep_alive
         self.started = False
@@ -100,7 +99,8 @@ class ResponseWriter:
         await self._conn.drain()
 
     async def start(self, status: int, headers: Headers) -> None:
-        """Send the head of a streamed body (chunked; raw until close for HTTP/1.0)."""
+        """Begin a streamed body (chunked; raw until close for HTTP/1.0). The head goes
+        out with the first body bytes, in the same write."""
         self.started = True
         if not self._chunked:
             self.keep_alive = False
@@ -109,14 +109,14 @@ class ResponseWriter:
             extra = [("transfer-encoding", "chunked")]
             if not self.keep_alive:
                 extra.append(("connection", "close"))
-        self._conn.write(response_head(status, headers + extra))
+        self._head = response_head(status, headers + extra)
 
     async def write(self, data: bytes) -> None:
         conn = self._conn
-        if self._chunked:
-            conn.write(b"%x\r\n%b\r\n" % (len(data), data))
-        else:
-            conn.write(data)
+        frame = b"%x\r\n%b\r\n" % (len(data), data) if self._chunked else data
+        if self._head:
+            frame, self._head = self._head + frame, b""
+        conn.write(frame)
         if conn.paused:
             await conn.drain()
 
@@ -128,7 +128,9 @@ class ResponseWriter:
             self.keep_alive = False
         if self._chunked:
             tail = b"%x\r\n%b\r\n0\r\n\r\n" % (len(data), data) if data else b"0\r\n\r\n"
-            self._conn.write(tail)
-        elif data:
-            self._conn.write(data)
+        else:
+            tail = data
+        if self._head or tail:
+            self._conn.write(self._head + tail)
+            self._head = b""
         await self._conn.drain()

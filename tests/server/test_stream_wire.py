@@ -7,7 +7,16 @@ import json
 from pathlib import Path
 
 from sluice.server.lifecycle import RunningGateway
-from tests.support.fake_openai import DONE, Cut, FakeOpenAI, Reply, WaitFor, chunk, text_stream
+from tests.support.fake_openai import (
+    DONE,
+    Cut,
+    FakeOpenAI,
+    Pause,
+    Reply,
+    WaitFor,
+    chunk,
+    text_stream,
+)
 from tests.support.gateway import FIXED_TIME, openai_connection_toml, running_gateway
 from tests.support.raw_http import RawClient, exchange, post
 
@@ -236,3 +245,25 @@ async def test_chunked_request_body(tmp_path: Path, fake: FakeOpenAI) -> None:
         )
         resp = await exchange(gw.host, gw.port, head + chunked)
     assert resp.status == 200 and resp.body.endswith(b"data: [DONE]\n\n")
+
+
+async def test_a_silent_provider_ends_the_stream_as_stalled(
+    tmp_path: Path, fake: FakeOpenAI
+) -> None:
+    fake.queue(
+        Reply.stream(
+            chunk(role="assistant", content=""),
+            chunk(content="so far"),
+            Pause(3),
+            chunk(finish="stop"),
+            DONE,
+        )
+    )
+    config = openai_connection_toml(fake.base_url, timeouts="first_event = 0.3, stall = 0.3")
+    async with running_gateway(tmp_path, config) as gw:
+        resp = await exchange(
+            gw.host, gw.port, post("/v1/chat/completions", body(stream=True), key(gw))
+        )
+    error = json.loads(events(resp.body)[-1].removeprefix(b"data: "))["error"]
+    assert (error["type"], error["code"]) == ("request_timeout", "stream_stalled")
+    assert b"[DONE]" not in resp.body
