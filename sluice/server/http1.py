@@ -167,10 +167,12 @@ class HttpConnection(asyncio.Protocol):
         if self._expect_body:
             if self._task is None:
                 self._arm(self._limits.body_timeout)
-            if any(
-                n.lower() == b"expect" and v.lower() == b"100-continue" for n, v in self._headers
-            ):
-                self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                # never in the middle of another response (a pipelining client)
+                if any(
+                    n.lower() == b"expect" and v.lower() == b"100-continue"
+                    for n, v in self._headers
+                ):
+                    self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         elif self._task is None:
             self._disarm()
 
