@@ -18,15 +18,11 @@ from typing import Any
 
 import msgspec
 
-from sluice.errors import ApiError, ConfigError
+from sluice.errors import ConfigError
 from sluice.ids import IdFactory
 from sluice.metering.tokens import estimate_prompt_tokens, tokens_for_chars
-from sluice.providers.base import ParsedCompletion, Target, UpstreamRequest
-from sluice.providers.openai import (
-    OpenAIStreamTranslator,
-    parse_openai_completion,
-    parse_openai_error,
-)
+from sluice.providers.base import Target, UpstreamRequest
+from sluice.providers.openai import OpenAIAdapter
 from sluice.wire.chat import ChatRequest, Tool, ToolMessage, UserMessage, message_text
 from sluice.wire.chunks import (
     Choice,
@@ -237,11 +233,11 @@ class DemoUpstream:
         return _ENCODER.encode(_Completion(choices, self._usage()))
 
 
-class DemoAdapter:
-    kind = "demo"
+class DemoAdapter(OpenAIAdapter):
+    """Builds an in-process upstream; reads its bytes exactly as OpenAI's."""
 
     def __init__(self, new_id: IdFactory) -> None:
-        self._new_id = new_id
+        super().__init__("demo", new_id)
 
     def build_request(self, req: ChatRequest, target: Target) -> UpstreamRequest:
         options = demo_options(target.connection.options)
@@ -254,14 +250,3 @@ class DemoAdapter:
             stream=req.is_stream,
             local=upstream,
         )
-
-    def parse_response(
-        self, status: int, headers: Mapping[str, str], body: bytes
-    ) -> ParsedCompletion:
-        return parse_openai_completion(body, self._new_id)
-
-    def parse_error(self, status: int, headers: Mapping[str, str], body: bytes) -> ApiError:
-        return parse_openai_error(status, headers, body)
-
-    def stream(self, req: ChatRequest) -> OpenAIStreamTranslator:
-        return OpenAIStreamTranslator(self._new_id)

@@ -139,15 +139,8 @@ async def _complete(
         + sum(len(t.function.arguments) for t in c.message.tool_calls or ())
         for c in result.choices
     )
-    ident = _identity(call, attempt, plan)
     body = ChatCompletion(
-        id=ident.id,
-        created=ident.created,
-        model=ident.model,
-        provider=ident.provider,
-        connection=ident.connection,
-        route=ident.route,
-        route_name=ident.route_name,
+        **msgspec.structs.asdict(_identity(call, attempt, plan)),
         choices=result.choices,
         usage=_usage(req, result.usage, chars, attempt, cut=False),
     )

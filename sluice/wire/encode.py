@@ -42,17 +42,7 @@ class ChunkEncoder:
     def chunk(
         self, choices: list[Choice], usage: Usage | None = None, credits_used: float | None = None
     ) -> ChatCompletionChunk:
-        ident = self.identity
-        out = ChatCompletionChunk(
-            id=ident.id,
-            created=ident.created,
-            model=ident.model,
-            provider=ident.provider,
-            connection=ident.connection,
-            route=ident.route,
-            route_name=ident.route_name,
-            choices=choices,
-        )
+        out = ChatCompletionChunk(**msgspec.structs.asdict(self.identity), choices=choices)
         if usage is not None:
             out.usage = usage
         if credits_used is not None:
