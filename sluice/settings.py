@@ -50,6 +50,14 @@ def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSet
     base_url = conf.base_url or spec.default_base_url
     if not base_url:
         raise ConfigError(f"connection {conf.id!r}: base_url is required for {spec.kind}")
+    region = conf.region
+    if "{region}" in base_url:
+        region = region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+        if not region:
+            raise ConfigError(
+                f"connection {conf.id!r}: set `region` (or AWS_REGION) for {spec.kind}"
+            )
+        base_url = base_url.format(region=region)
     if not spec.local and not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"connection {conf.id!r}: base_url must be an http(s) URL")
     key_var = conf.api_key_env or (spec.env_key if spec.needs_key else None)
@@ -65,7 +73,7 @@ def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSet
         provider=spec.kind,
         base_url=base_url,
         api_key=key,
-        region=conf.region,
+        region=region,
         timeouts=conf.timeouts,
         on_disconnect=conf.on_disconnect,
         options=dict(conf.options),
@@ -77,15 +85,15 @@ def _auto_id(spec: ProviderSpec) -> str:
 
 
 def _from_env(spec: ProviderSpec, env: Mapping[str, str]) -> ConnectionSettings | None:
-    value = env.get(spec.env_key) if spec.env_key else None
-    if not value or spec.default_base_url is None:
+    """A connection for a provider key found in its usual variable; best effort."""
+    if not spec.env_key or not env.get(spec.env_key):
         return None
-    return ConnectionSettings(
-        id=_auto_id(spec),
-        provider=spec.kind,
-        base_url=spec.default_base_url,
-        api_key=Secret(value),
-    )
+    try:
+        return _connection(
+            ConnectionConfig(_auto_id(spec), spec.kind, api_key_env=spec.env_key), env
+        )
+    except ConfigError:
+        return None
 
 
 def build_settings(

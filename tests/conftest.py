@@ -4,12 +4,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.support.fake_openai import FakeOpenAI
+from tests.support.fake_openai import openai_default
+from tests.support.fake_upstream import FakeUpstream
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    server = FakeOpenAI()
+async def fake() -> AsyncIterator[FakeUpstream]:
+    """A fake upstream that answers unscripted requests with a short OpenAI stream."""
+    server = openai_default(FakeUpstream())
     await server.start()
     try:
         yield server

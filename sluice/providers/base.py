@@ -53,6 +53,13 @@ class LocalUpstream(Protocol):
     def script(self) -> Iterator[tuple[float, bytes]]: ...
 
 
+class AwsSigning(msgspec.Struct, frozen=True):
+    """Ask the transport to sign the request with AWS SigV4 (it holds the credentials)."""
+
+    service: str
+    region: str
+
+
 class UpstreamRequest(msgspec.Struct):
     method: str
     url: str
@@ -60,6 +67,7 @@ class UpstreamRequest(msgspec.Struct):
     body: bytes
     stream: bool
     local: LocalUpstream | None = None
+    aws_sigv4: AwsSigning | None = None
 
 
 class ParsedCompletion(msgspec.Struct):

@@ -83,7 +83,7 @@ class Gateway:
         self.wall_clock = wall_clock
         self.catalog = Catalog.with_overrides(list(settings.models))
         self.planner = Planner(self.catalog, settings.connections, settings.routes)
-        self.transport = HttpTransport(f"sluice/{__version__}")
+        self.transport = HttpTransport(f"sluice/{__version__}", clock)
         self.router = Router(
             AdapterRegistry(new_id),
             self.transport,

@@ -9,7 +9,7 @@ In-process upstreams (:class:`~sluice.providers.base.LocalUpstream`) are run by
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 import aiohttp
@@ -17,6 +17,7 @@ import aiohttp
 from sluice.config import Timeouts
 from sluice.errors import ApiError, RequestTimeoutError, UpstreamError
 from sluice.providers.base import UpstreamRequest
+from sluice.transport.aws_sigv4 import AwsSigner
 
 _READ_SIZE = 64 * 1024
 
@@ -135,9 +136,11 @@ class LocalResponse:
 class HttpTransport:
     """Sends :class:`UpstreamRequest` objects; one instance per gateway process."""
 
-    def __init__(self, user_agent: str) -> None:
+    def __init__(self, user_agent: str, clock: Callable[[], float]) -> None:
         self._user_agent = user_agent
+        self._clock = clock
         self._session: aiohttp.ClientSession | None = None
+        self._signer: AwsSigner | None = None
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=30)
@@ -158,6 +161,11 @@ class HttpTransport:
             return LocalResponse(req.local.script())
         if self._session is None:
             raise RuntimeError("transport not started")
+        headers = req.headers
+        if req.aws_sigv4 is not None:
+            if self._signer is None:
+                self._signer = AwsSigner(self._clock)
+            headers = await self._signer.sign(req, req.aws_sigv4)
         timeout = aiohttp.ClientTimeout(
             total=None,
             sock_connect=timeouts.connect,
@@ -168,7 +176,7 @@ class HttpTransport:
                 req.method,
                 req.url,
                 data=req.body,
-                headers=req.headers,
+                headers=headers,
                 timeout=timeout,
                 allow_redirects=False,
             )

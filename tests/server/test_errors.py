@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from sluice.server.lifecycle import RunningGateway
-from tests.support.fake_openai import FakeOpenAI, Reply
+from tests.support.fake_openai import openai_default
+from tests.support.fake_upstream import FakeUpstream, Reply
 from tests.support.gateway import openai_connection_toml, running_gateway
 from tests.support.raw_http import RawResponse, exchange, get, post
 
@@ -44,7 +45,7 @@ def assert_error(
     ids=["malformed-json", "wrong-type", "missing-messages", "empty-messages", "stream-type"],
 )
 async def test_invalid_bodies(
-    tmp_path: Path, fake: FakeOpenAI, raw: bytes, code: str, param: str | None
+    tmp_path: Path, fake: FakeUpstream, raw: bytes, code: str, param: str | None
 ) -> None:
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
         resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", raw, key(gw)))
@@ -52,7 +53,7 @@ async def test_invalid_bodies(
     assert fake.requests == []
 
 
-async def test_unknown_model(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_unknown_model(tmp_path: Path, fake: FakeUpstream) -> None:
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
         body = json.dumps({**GOOD, "model": "nobody/nothing"}).encode()
         resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", body, key(gw)))
@@ -67,7 +68,7 @@ CONFIG_SMALL_BODY = "[server]\nport = 0\nmax_body_bytes = 2000\n"
 
 
 async def test_body_over_the_limit_is_413_before_it_is_read(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeUpstream
 ) -> None:
     config = CONFIG_SMALL_BODY + openai_connection_toml(fake.base_url)
     async with running_gateway(tmp_path, config) as gw:
@@ -109,7 +110,7 @@ ODD_KEYS = [
 
 @pytest.mark.parametrize("authorization", ODD_KEYS, ids=range(len(ODD_KEYS)))
 async def test_missing_wrong_and_odd_keys_are_401(
-    tmp_path: Path, fake: FakeOpenAI, authorization: str
+    tmp_path: Path, fake: FakeUpstream, authorization: str
 ) -> None:
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
         body = json.dumps(GOOD).encode()
@@ -170,7 +171,7 @@ async def test_unknown_path_and_method(tmp_path: Path) -> None:
 )
 async def test_upstream_errors_map_to_our_types(
     tmp_path: Path,
-    fake: FakeOpenAI,
+    fake: FakeUpstream,
     status: int,
     upstream: dict[str, object],
     expected: tuple[int, str, str, str | None],
@@ -188,9 +189,9 @@ async def test_upstream_errors_map_to_our_types(
 
 
 async def test_failover_to_the_next_connection_before_the_first_event(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeUpstream
 ) -> None:
-    second = FakeOpenAI()
+    second = openai_default(FakeUpstream())
     await second.start()
     try:
         fake.queue(Reply.json({"error": {"message": "boom"}}, status=500))

@@ -11,7 +11,8 @@ from openai import APIError, AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam
 
 from sluice.server.lifecycle import RunningGateway
-from tests.support.fake_openai import FakeOpenAI, Reply, completion, text_stream
+from tests.support.fake_openai import completion, text_stream
+from tests.support.fake_upstream import FakeUpstream, Reply
 from tests.support.gateway import UPSTREAM_KEY, openai_connection_toml, running_gateway
 from tests.support.transcript import FIXTURES
 
@@ -33,7 +34,7 @@ def extra(obj: Any) -> dict[str, Any]:
     return dict(obj.model_extra or {})
 
 
-async def test_streams_text_usage_and_extension_fields(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_streams_text_usage_and_extension_fields(tmp_path: Path, fake: FakeUpstream) -> None:
     fake.queue(Reply.stream(*text_stream("Hello", " world", usage=USAGE)))
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
         async with (
@@ -87,7 +88,7 @@ async def test_streams_text_usage_and_extension_fields(tmp_path: Path, fake: Fak
     ],
 )
 async def test_tool_call_arguments_reassemble_to_valid_json(
-    tmp_path: Path, fake: FakeOpenAI, fixture: str, expected: dict[int, tuple[str, Any]]
+    tmp_path: Path, fake: FakeUpstream, fixture: str, expected: dict[int, tuple[str, Any]]
 ) -> None:
     fake.queue(Reply.stream((FIXTURES / "openai" / f"{fixture}.raw").read_bytes()))
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
@@ -107,7 +108,7 @@ async def test_tool_call_arguments_reassemble_to_valid_json(
     assert all(c.id for c in calls)
 
 
-async def test_non_stream_response(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_non_stream_response(tmp_path: Path, fake: FakeUpstream) -> None:
     fake.queue(Reply.json(completion("Hi there", usage=USAGE)))
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
         async with sdk(gw) as client:
@@ -126,7 +127,7 @@ async def test_non_stream_response(tmp_path: Path, fake: FakeOpenAI) -> None:
     assert "stream" not in fake.requests[0].json()
 
 
-async def test_unpriced_model_has_null_cost(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_unpriced_model_has_null_cost(tmp_path: Path, fake: FakeUpstream) -> None:
     fake.queue(Reply.stream(*text_stream("x", usage=USAGE)))
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
         async with sdk(gw) as client:
@@ -142,7 +143,7 @@ async def test_unpriced_model_has_null_cost(tmp_path: Path, fake: FakeOpenAI) ->
     assert extra(usage)["cost"] is None and extra(usage)["price_source"] is None
 
 
-async def test_mid_stream_error_raises_in_the_sdk(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_mid_stream_error_raises_in_the_sdk(tmp_path: Path, fake: FakeUpstream) -> None:
     fake.queue(Reply.stream((FIXTURES / "openai" / "error_midstream.raw").read_bytes()))
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
         seen = []
@@ -180,7 +181,7 @@ async def test_demo_provider_through_the_sdk(tmp_path: Path) -> None:
     assert extra(listed.data[0])["pricing"] == {"input": 0.5, "output": 1.5, "cache_read": 0.05}
 
 
-async def test_upstream_receives_the_configured_key(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_upstream_receives_the_configured_key(tmp_path: Path, fake: FakeUpstream) -> None:
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
         async with sdk(gw) as client:
             stream = await client.chat.completions.create(

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from sluice.server.lifecycle import RunningGateway
-from tests.support.fake_openai import FakeOpenAI, Reply, chunk
+from tests.support.fake_openai import chunk
+from tests.support.fake_upstream import FakeUpstream, Reply
 from tests.support.gateway import UPSTREAM_KEY, openai_connection_toml, running_gateway
 from tests.support.raw_http import RawClient, exchange, get, post
 
@@ -49,8 +50,10 @@ async def test_routing_and_auth_decide_on_the_raw_path(
     assert b"sluice/demo" not in resp.body  # the model list never leaks
 
 
-async def test_body_fields_never_steer_the_upstream_call(tmp_path: Path, fake: FakeOpenAI) -> None:
-    decoy = FakeOpenAI()
+async def test_body_fields_never_steer_the_upstream_call(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    decoy = FakeUpstream()
     await decoy.start()
     try:
         async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
@@ -76,7 +79,7 @@ async def test_body_fields_never_steer_the_upstream_call(tmp_path: Path, fake: F
 
 
 async def test_keys_never_reach_logs_errors_or_responses(
-    tmp_path: Path, fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, fake: FakeUpstream, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     fake.queue(

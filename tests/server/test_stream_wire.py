@@ -7,16 +7,8 @@ import json
 from pathlib import Path
 
 from sluice.server.lifecycle import RunningGateway
-from tests.support.fake_openai import (
-    DONE,
-    Cut,
-    FakeOpenAI,
-    Pause,
-    Reply,
-    WaitFor,
-    chunk,
-    text_stream,
-)
+from tests.support.fake_openai import DONE, chunk, text_stream
+from tests.support.fake_upstream import Cut, FakeUpstream, Pause, Reply, WaitFor
 from tests.support.gateway import FIXED_TIME, openai_connection_toml, running_gateway
 from tests.support.raw_http import RawClient, exchange, post
 
@@ -38,7 +30,7 @@ def events(raw: bytes) -> list[bytes]:
     return raw[:-2].split(b"\n\n")
 
 
-async def test_exact_sse_bytes(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_exact_sse_bytes(tmp_path: Path, fake: FakeUpstream) -> None:
     fake.queue(Reply.stream(*text_stream("Hi", usage=USAGE)))
     config = openai_connection_toml(fake.base_url)
     async with running_gateway(tmp_path, config, deterministic=True) as gw:
@@ -78,7 +70,7 @@ async def test_exact_sse_bytes(tmp_path: Path, fake: FakeOpenAI) -> None:
 
 
 async def test_without_include_usage_there_is_no_usage_chunk(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeUpstream
 ) -> None:
     fake.queue(Reply.stream(*text_stream("a", "b", usage=USAGE)))
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
@@ -92,7 +84,7 @@ async def test_without_include_usage_there_is_no_usage_chunk(
 
 
 async def test_each_event_is_flushed_while_the_upstream_holds_the_next(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeUpstream
 ) -> None:
     release = asyncio.Event()
     fake.queue(
@@ -127,7 +119,7 @@ async def test_each_event_is_flushed_while_the_upstream_holds_the_next(
 
 
 async def test_mid_stream_failure_sends_error_event_without_done_and_closes(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeUpstream
 ) -> None:
     fake.queue(
         Reply.stream(
@@ -171,7 +163,7 @@ async def test_mid_stream_failure_sends_error_event_without_done_and_closes(
 
 
 async def test_failure_before_the_first_content_is_a_plain_http_error(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeUpstream
 ) -> None:
     fake.queue(Reply.stream(chunk(role="assistant", content=""), Cut()))
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
@@ -183,7 +175,7 @@ async def test_failure_before_the_first_content_is_a_plain_http_error(
     assert resp.headers["x-request-id"].startswith("req_")
 
 
-async def test_keep_alive_and_pipelining(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_keep_alive_and_pipelining(tmp_path: Path, fake: FakeUpstream) -> None:
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
         client = await RawClient.connect(gw.host, gw.port)
         try:
@@ -202,7 +194,7 @@ async def test_keep_alive_and_pipelining(tmp_path: Path, fake: FakeOpenAI) -> No
     )
 
 
-async def test_expect_100_continue(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_expect_100_continue(tmp_path: Path, fake: FakeUpstream) -> None:
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
         client = await RawClient.connect(gw.host, gw.port)
         try:
@@ -218,7 +210,7 @@ async def test_expect_100_continue(tmp_path: Path, fake: FakeOpenAI) -> None:
     assert resp.status == 200 and resp.body.endswith(b"data: [DONE]\n\n")
 
 
-async def test_http10_stream_is_delimited_by_close(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_http10_stream_is_delimited_by_close(tmp_path: Path, fake: FakeUpstream) -> None:
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
         request = post("/v1/chat/completions", body(stream=True), key(gw))
         request = request.replace(b"HTTP/1.1", b"HTTP/1.0", 1)
@@ -229,7 +221,7 @@ async def test_http10_stream_is_delimited_by_close(tmp_path: Path, fake: FakeOpe
     assert resp.body.endswith(b"data: [DONE]\n\n")
 
 
-async def test_chunked_request_body(tmp_path: Path, fake: FakeOpenAI) -> None:
+async def test_chunked_request_body(tmp_path: Path, fake: FakeUpstream) -> None:
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
         data = body(stream=True)
         head = (
@@ -248,7 +240,7 @@ async def test_chunked_request_body(tmp_path: Path, fake: FakeOpenAI) -> None:
 
 
 async def test_a_silent_provider_ends_the_stream_as_stalled(
-    tmp_path: Path, fake: FakeOpenAI
+    tmp_path: Path, fake: FakeUpstream
 ) -> None:
     fake.queue(
         Reply.stream(

@@ -13,7 +13,8 @@ import pytest
 from openai import APIError, AsyncOpenAI
 
 from sluice.wire.sse import SSEDecoder
-from tests.support.fake_openai import FakeOpenAI, Reply, completion, text_stream
+from tests.support.fake_openai import completion, text_stream
+from tests.support.fake_upstream import FakeUpstream, Reply
 from tests.support.transcript import FIXTURES
 
 COMPLETE = [
@@ -43,11 +44,11 @@ def raw_finish_reasons(raw: bytes) -> list[str]:
     return reasons
 
 
-def client(fake: FakeOpenAI) -> AsyncOpenAI:
+def client(fake: FakeUpstream) -> AsyncOpenAI:
     return AsyncOpenAI(base_url=fake.base_url, api_key="sk-test", max_retries=0)
 
 
-async def test_sdk_reads_the_fakes_text_stream(fake: FakeOpenAI) -> None:
+async def test_sdk_reads_the_fakes_text_stream(fake: FakeUpstream) -> None:
     fake.queue(
         Reply.stream(
             *text_stream(
@@ -64,7 +65,7 @@ async def test_sdk_reads_the_fakes_text_stream(fake: FakeOpenAI) -> None:
     assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 5
 
 
-async def test_sdk_reads_the_fakes_completion(fake: FakeOpenAI) -> None:
+async def test_sdk_reads_the_fakes_completion(fake: FakeUpstream) -> None:
     fake.queue(
         Reply.json(
             completion(
@@ -84,7 +85,7 @@ async def test_sdk_reads_the_fakes_completion(fake: FakeOpenAI) -> None:
 
 
 @pytest.mark.parametrize("name", COMPLETE)
-async def test_sdk_reads_every_complete_fixture(fake: FakeOpenAI, name: str) -> None:
+async def test_sdk_reads_every_complete_fixture(fake: FakeUpstream, name: str) -> None:
     raw = (FIXTURES / "openai" / f"{name}.raw").read_bytes()
     fake.queue(Reply.stream(raw))
     async with client(fake) as sdk:
@@ -103,7 +104,7 @@ async def test_sdk_reads_every_complete_fixture(fake: FakeOpenAI, name: str) -> 
     assert finishes == raw_finish_reasons(raw)  # as the upstream sent them, not normalized
 
 
-async def test_sdk_raises_on_the_error_fixture(fake: FakeOpenAI) -> None:
+async def test_sdk_raises_on_the_error_fixture(fake: FakeUpstream) -> None:
     fake.queue(Reply.stream((FIXTURES / "openai" / "error_midstream.raw").read_bytes()))
     async with client(fake) as sdk:
         stream = await sdk.chat.completions.create(

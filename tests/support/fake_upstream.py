@@ -1,0 +1,143 @@
+"""A scriptable fake upstream on 127.0.0.1 (test support), for any provider.
+
+Each incoming request takes the next :class:`Reply` from the queue (or the default):
+a status and whole body, or a streamed body of steps (bytes, pauses, waits on an
+event, an abrupt close). It records every request it received. What it sends is
+whatever the test scripts, built with each provider's helpers (``fake_openai`` …);
+the official SDKs parse those (``tests/providers/test_*_fidelity.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Pause:
+    seconds: float
+
+
+@dataclass
+class WaitFor:
+    event: asyncio.Event
+
+
+@dataclass
+class Cut:
+    """Close the socket abruptly (no chunked terminator)."""
+
+
+Step = bytes | Pause | WaitFor | Cut
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    steps: list[Step] | None = None  # a streamed body when set
+
+    @classmethod
+    def json(cls, doc: Any, status: int = 200, **headers: str) -> Reply:
+        return cls(
+            status, {"content-type": "application/json", **headers}, json.dumps(doc).encode()
+        )
+
+    @classmethod
+    def stream(cls, *steps: Step) -> Reply:
+        return cls(200, {"content-type": "text/event-stream"}, steps=list(steps))
+
+
+class FakeUpstream:
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        self.replies: deque[Reply] = deque()
+        self.default = Reply(404, {"content-type": "application/json"}, b'{"error": "unscripted"}')
+        self.closed_streams = 0
+        self.disconnects = asyncio.Event()
+        self._server: asyncio.Server | None = None
+        self.port = 0
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI-style base (with ``/v1``)."""
+        return self.root_url + "/v1"
+
+    def queue(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {}
+                for line in lines[1:]:
+                    if line:
+                        name, _, value = line.partition(":")
+                        headers[name.strip().lower()] = value.strip()
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                self.requests.append(Recorded(method, path, headers, body))
+                reply = self.replies.popleft() if self.replies else self.default
+                if not await self._reply(reply, writer):
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self.disconnects.set()
+            writer.close()
+
+    async def _reply(self, reply: Reply, writer: asyncio.StreamWriter) -> bool:
+        head = [f"HTTP/1.1 {reply.status} X"]
+        head += [f"{k}: {v}" for k, v in reply.headers.items()]
+        if reply.steps is None:
+            head.append(f"content-length: {len(reply.body)}")
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + reply.body)
+            await writer.drain()
+            return True
+        head.append("transfer-encoding: chunked")
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+        for step in reply.steps:
+            if isinstance(step, bytes):
+                writer.write(b"%x\r\n%s\r\n" % (len(step), step))
+                await writer.drain()
+            elif isinstance(step, Pause):
+                await asyncio.sleep(step.seconds)
+            elif isinstance(step, WaitFor):
+                await step.event.wait()
+            else:
+                writer.transport.abort()
+                return False
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        self.closed_streams += 1
+        return True
