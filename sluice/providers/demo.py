@@ -236,9 +236,6 @@ class DemoUpstream:
 class DemoAdapter(OpenAIAdapter):
     """Builds an in-process upstream; reads its bytes exactly as OpenAI's."""
 
-    def __init__(self, new_id: IdFactory) -> None:
-        super().__init__("demo", new_id)
-
     def build_request(self, req: ChatRequest, target: Target) -> UpstreamRequest:
         options = demo_options(target.connection.options)
         upstream = DemoUpstream(req, target.native_model, options, self._new_id)

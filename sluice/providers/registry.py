@@ -6,15 +6,15 @@ This table is the only place that lists provider kinds; everything outside
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from typing import cast
 
 import msgspec
 
 from sluice.errors import ConfigError
 from sluice.ids import IdFactory
 from sluice.providers.base import Adapter
-from sluice.providers.demo import DemoAdapter
-from sluice.providers.openai import OpenAIAdapter
 
 
 class ProviderSpec(msgspec.Struct, frozen=True):
@@ -28,19 +28,44 @@ class ProviderSpec(msgspec.Struct, frozen=True):
     """Served in-process (no network, no credentials)."""
 
 
-def _openai(kind: str, new_id: IdFactory) -> Adapter:
-    return OpenAIAdapter(kind, new_id)
+def _adapter(module: str, name: str) -> Callable[[str, IdFactory], Adapter]:
+    """Import an adapter's module on first use: `import sluice` stays light."""
+
+    def make(kind: str, new_id: IdFactory) -> Adapter:
+        cls = getattr(importlib.import_module(f"sluice.providers.{module}"), name)
+        return cast(Adapter, cls(kind, new_id))
+
+    return make
 
 
-def _demo(kind: str, new_id: IdFactory) -> Adapter:
-    return DemoAdapter(new_id)
-
+_OPENAI = _adapter("openai", "OpenAIAdapter")
 
 PROVIDERS: tuple[ProviderSpec, ...] = (
-    ProviderSpec("openai", _openai, "https://api.openai.com/v1", "OPENAI_API_KEY"),
-    ProviderSpec("deepseek", _openai, "https://api.deepseek.com", "DEEPSEEK_API_KEY"),
-    ProviderSpec("openai-compatible", _openai, None, needs_key=False),
-    ProviderSpec("demo", _demo, "demo://local", needs_key=False, local=True),
+    ProviderSpec("openai", _OPENAI, "https://api.openai.com/v1", "OPENAI_API_KEY"),
+    ProviderSpec(
+        "anthropic",
+        _adapter("anthropic", "AnthropicAdapter"),
+        "https://api.anthropic.com",
+        "ANTHROPIC_API_KEY",
+    ),
+    ProviderSpec(
+        "gemini",
+        _adapter("gemini", "GeminiAdapter"),
+        "https://generativelanguage.googleapis.com",
+        "GEMINI_API_KEY",
+    ),
+    ProviderSpec(
+        "aws-bedrock",
+        _adapter("bedrock", "BedrockAdapter"),
+        "https://bedrock-runtime.{region}.amazonaws.com",
+        "AWS_BEARER_TOKEN_BEDROCK",
+        needs_key=False,
+    ),
+    ProviderSpec("deepseek", _OPENAI, "https://api.deepseek.com", "DEEPSEEK_API_KEY"),
+    ProviderSpec("openai-compatible", _OPENAI, None, needs_key=False),
+    ProviderSpec(
+        "demo", _adapter("demo", "DemoAdapter"), "demo://local", needs_key=False, local=True
+    ),
 )
 
 

@@ -16,7 +16,12 @@ from tests.support.conformance import assert_conforms
 from tests.support.gateway import counting_ids
 from tests.support.transcript import FIXTURES, transcript
 
-FORMAT_FIXTURES = {"openai": "openai", "openai-compatible": "openai", "deepseek": "openai"}
+FORMAT_ALIASES = {"openai-compatible": "openai", "deepseek": "openai"}  # same wire format
+FORMAT_FIXTURES = {
+    spec.kind: FORMAT_ALIASES.get(spec.kind, spec.kind)
+    for spec in PROVIDERS
+    if (FIXTURES / FORMAT_ALIASES.get(spec.kind, spec.kind)).is_dir()
+}
 TOOL = {
     "type": "function",
     "function": {

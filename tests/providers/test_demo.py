@@ -34,7 +34,7 @@ CLOCK = {"type": "function", "function": {"name": "get_time"}}
 
 
 def run(body: dict[str, Any], **options: float) -> tuple[list[dict[str, Any]], list[float]]:
-    adapter = DemoAdapter(counting_ids())
+    adapter = DemoAdapter("demo", counting_ids())
     req = decode_chat_request(
         json.dumps(
             {
@@ -169,7 +169,7 @@ def test_pace_first_token_then_one_token_per_step() -> None:
 
 
 def test_non_stream_completion_matches_the_stream() -> None:
-    adapter = DemoAdapter(counting_ids())
+    adapter = DemoAdapter("demo", counting_ids())
     req = decode_chat_request(
         b'{"model": "sluice/demo", "max_tokens": 6, '
         b'"messages": [{"role": "user", "content": "Hi"}]}'
