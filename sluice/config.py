@@ -9,7 +9,7 @@ default.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -67,6 +67,7 @@ class ConnectionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     region: str | None = None
     timeouts: Timeouts = Timeouts()
     on_disconnect: Literal["cancel", "drain"] = "cancel"
+    weight: Annotated[float, msgspec.Meta(gt=0)] = 1.0
     options: dict[str, Any] = {}
 
 
@@ -77,6 +78,9 @@ class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     fallbacks: list[str] = []
     max_output_tokens: int | None = None
     owned_by: str | None = None
+    balance: Literal["ordered", "weighted"] = "ordered"
+    """How the connections serving this model are tried: in configured order, or in an
+    order drawn per request by connection ``weight`` (failover still tries them all)."""
 
 
 class RouteTargetConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -100,7 +104,19 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     header_timeout: float = 10.0
     body_timeout: float = 60.0
     keepalive_timeout: float = 75.0
+    sse_keepalive_interval: float = 15.0
+    """Seconds between ``: keep-alive`` comments while waiting for the first upstream
+    event; 0 sends none."""
     upstream_error_body_bytes: int = 64 * 1024
+
+
+class RoutingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The per-process circuit breaker: after ``breaker_failures`` failures in a row a
+    connection is skipped for ``breaker_cooldown`` seconds, then one probe is let through."""
+
+    breaker_failures: Annotated[int, msgspec.Meta(ge=1)] = 5
+    breaker_cooldown: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    max_retry_after: Annotated[float, msgspec.Meta(ge=0)] = 300.0
 
 
 class StorageConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -117,6 +133,7 @@ class FileConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     server: ServerConfig = ServerConfig()
     storage: StorageConfig = StorageConfig()
     limits: LimitsConfig = LimitsConfig()
+    routing: RoutingConfig = RoutingConfig()
     connections: list[ConnectionConfig] = []
     models: list[ModelConfig] = []
     routes: list[RouteConfig] = []

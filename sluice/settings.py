@@ -19,6 +19,7 @@ from sluice.config import (
     FileConfig,
     ModelConfig,
     RouteConfig,
+    RoutingConfig,
     Secret,
     ServerConfig,
 )
@@ -36,6 +37,7 @@ class Settings(msgspec.Struct, frozen=True):
     server: ServerConfig
     storage_url: str
     redis_url: str | None
+    routing: RoutingConfig
     connections: tuple[ConnectionSettings, ...]
     models: tuple[ModelConfig, ...]
     routes: tuple[RouteConfig, ...]
@@ -76,6 +78,7 @@ def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSet
         region=region,
         timeouts=conf.timeouts,
         on_disconnect=conf.on_disconnect,
+        weight=conf.weight,
         options=dict(conf.options),
     )
 
@@ -129,6 +132,7 @@ def build_settings(
         server=server,
         storage_url=storage_url,
         redis_url=file.limits.redis_url,
+        routing=file.routing,
         connections=tuple(connections),
         models=tuple(file.models),
         routes=tuple(file.routes),

@@ -32,6 +32,7 @@ class ConnectionSettings(msgspec.Struct, frozen=True):
     region: str | None = None
     timeouts: Timeouts = Timeouts()
     on_disconnect: str = "cancel"
+    weight: float = 1.0
     options: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
 

@@ -24,6 +24,7 @@ class CatalogModel(msgspec.Struct, frozen=True):
     fallbacks: tuple[str, ...]
     max_output_tokens: int | None
     owned_by: str
+    weighted: bool = False
 
     def native_name(self, connection_id: str, provider: str) -> str | None:
         """The upstream's name for this model on a connection, if it serves it."""
@@ -46,6 +47,7 @@ def _entry(model: ModelConfig) -> CatalogModel:
         fallbacks=tuple(model.fallbacks),
         max_output_tokens=model.max_output_tokens,
         owned_by=model.owned_by or model.id.partition("/")[0] or "sluice",
+        weighted=model.balance == "weighted",
     )
 
 

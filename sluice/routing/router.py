@@ -8,16 +8,20 @@ after its role chunk is still failed over. Every attempt is recorded.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable
+from random import Random
 from typing import TypeVar
 
 import msgspec
 
-from sluice.errors import ApiError, UpstreamError
+from sluice.errors import ApiError, RequestTimeoutError, ServiceUnavailableError, UpstreamError
 from sluice.providers.base import ChunkBatch, ParsedCompletion, StreamTranslator, Target
 from sluice.providers.registry import AdapterRegistry
+from sluice.routing.breaker import Breaker
 from sluice.routing.plan import Attempt, Plan
+from sluice.routing.policy import weighted_order
 from sluice.transport.http import HttpTransport, UpstreamResponse
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import Choice
@@ -73,17 +77,33 @@ def scrub_secrets(err: ApiError, target: Target) -> ApiError:
     return err
 
 
+def _groups(attempts: tuple[Attempt, ...]) -> list[list[Attempt]]:
+    """Attempts grouped by position, in plan order."""
+    groups: list[list[Attempt]] = []
+    for attempt in attempts:
+        if groups and groups[-1][0].position == attempt.position:
+            groups[-1].append(attempt)
+        else:
+            groups.append([attempt])
+    return groups
+
+
 class Router:
     def __init__(
         self,
+        *,
         registry: AdapterRegistry,
         transport: HttpTransport,
+        breaker: Breaker,
         clock: Callable[[], float],
+        rng: Random,
         error_body_bytes: int,
     ) -> None:
         self._registry = registry
         self._transport = transport
+        self.breaker = breaker
         self._clock = clock
+        self._rng = rng
         self._error_body_bytes = error_body_bytes
 
     async def open_stream(
@@ -96,34 +116,67 @@ class Router:
     ) -> Completed:
         return await self._run(plan, records, lambda a: self._complete(req, a))
 
+    def ordered(self, plan: Plan) -> list[Attempt]:
+        """The plan's attempts, connections of a weighted model drawn by weight."""
+        out: list[Attempt] = []
+        for group in _groups(plan.attempts):
+            if len(group) > 1 and group[0].model.weighted:
+                weights = [a.target.connection.weight for a in group]
+                out.extend(weighted_order(group, weights, self._rng))
+            else:
+                out.extend(group)
+        return out
+
     async def _run(
         self, plan: Plan, records: list[AttemptRecord], once: Callable[[Attempt], Awaitable[_T]]
     ) -> _T:
         last: ApiError | None = None
-        for attempt in plan.attempts:
+        skipped: list[Attempt] = []
+        for attempt in self.ordered(plan):
+            key = attempt.target.connection.id
             started = self._clock()
+            if not self.breaker.allow(key, started):
+                skipped.append(attempt)
+                records.append(self._record(attempt, started, None, outcome="skipped"))
+                continue
             try:
                 result = await once(attempt)
             except ApiError as exc:
                 err = scrub_secrets(exc, attempt.target)
                 records.append(self._record(attempt, started, err))
                 if not err.failover:
+                    self.breaker.release(key)
                     raise err from None
+                self.breaker.failure(key, self._clock(), err.retry_after)
                 last = err
                 continue
+            except BaseException:
+                self.breaker.release(key)
+                raise
+            self.breaker.success(key)
             records.append(self._record(attempt, started, None))
             return result
-        assert last is not None
-        raise last
+        if last is not None:
+            raise last
+        now = self._clock()
+        wait = min(self.breaker.reopens_in(a.target.connection.id, now) for a in skipped)
+        raise ServiceUnavailableError(
+            f"Every connection that serves '{plan.requested_model}' is cooling down after "
+            "repeated failures.",
+            code="connections_cooling_down",
+            retry_after=wait,
+        )
 
-    def _record(self, attempt: Attempt, started: float, err: ApiError | None) -> AttemptRecord:
+    def _record(
+        self, attempt: Attempt, started: float, err: ApiError | None, outcome: str = "served"
+    ) -> AttemptRecord:
         conn = attempt.target.connection
         return AttemptRecord(
             position=attempt.position,
             model=attempt.target.model_id,
             connection=conn.id,
             provider=conn.provider,
-            outcome="served" if err is None else err.type,
+            outcome=outcome if err is None else err.type,
             latency_ms=round((self._clock() - started) * 1000, 3),
             code=None if err is None else err.code,
             message=None if err is None else err.message,
@@ -143,28 +196,53 @@ class Router:
         return resp
 
     async def _open_stream(self, req: ChatRequest, attempt: Attempt) -> OpenedStream:
-        resp = await self._send(req, attempt)
+        """Send, then read until the first event the client must see (or the end), within
+        the connection's first-event timeout; then hand over with the stall watch on."""
+        timeouts = attempt.target.connection.timeouts
         translator = self._registry.adapter(attempt.target.connection.provider).stream(req)
         held: ChunkBatch = []
+        resp: UpstreamResponse | None = None
         try:
-            while True:
-                data = await resp.read_chunk()
-                if not data:
-                    held.extend(translator.finish())
-                    return OpenedStream(attempt, resp, translator, held, ended=True)
-                batch = translator.feed(data)
-                held.extend(batch)
-                if _has_event(batch):
-                    return OpenedStream(attempt, resp, translator, held, ended=False)
-                if translator.failure is not None:
-                    raise translator.failure
+            async with asyncio.timeout(timeouts.first_event):
+                resp = await self._send(req, attempt)
+                while True:
+                    data = await resp.read_chunk()
+                    if not data:
+                        held.extend(translator.finish())
+                        return OpenedStream(attempt, resp, translator, held, ended=True)
+                    batch = translator.feed(data)
+                    held.extend(batch)
+                    if _has_event(batch):
+                        resp.watch(timeouts.stall)
+                        return OpenedStream(attempt, resp, translator, held, ended=False)
+                    if translator.failure is not None:
+                        raise translator.failure
+        except TimeoutError:
+            if resp is not None:
+                resp.close()
+            raise RequestTimeoutError(
+                f"The provider sent nothing within {timeouts.first_event:g} s.",
+                code="first_event_timeout",
+                http_status=504,
+            ) from None
         except BaseException:
-            resp.close()
+            if resp is not None:
+                resp.close()
             raise
 
     async def _complete(self, req: ChatRequest, attempt: Attempt) -> Completed:
-        resp = await self._send(req, attempt)
+        timeouts = attempt.target.connection.timeouts
         adapter = self._registry.adapter(attempt.target.connection.provider)
+        try:
+            async with asyncio.timeout(timeouts.first_event):
+                resp = await self._send(req, attempt)
+        except TimeoutError:
+            raise RequestTimeoutError(
+                f"The provider did not answer within {timeouts.first_event:g} s.",
+                code="first_event_timeout",
+                http_status=504,
+            ) from None
+        resp.watch(timeouts.stall)
         try:
             body = await resp.read_body(_MAX_COMPLETION_BYTES)
         except BaseException:

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from random import Random
 
 import msgspec
 
@@ -17,9 +18,10 @@ from sluice import __version__
 from sluice.errors import ApiError, InternalError, MethodNotAllowedError, NotFoundError
 from sluice.ids import IdFactory, random_id
 from sluice.providers.registry import AdapterRegistry
+from sluice.routing.breaker import Breaker
 from sluice.routing.catalog import Catalog
 from sluice.routing.plan import Planner
-from sluice.routing.router import Router
+from sluice.routing.router import AttemptRecord, Router
 from sluice.server.auth import Authenticator
 from sluice.server.chat import chat_completions
 from sluice.server.exchange import ClientGoneError, Headers, Request, ResponseWriter
@@ -38,7 +40,7 @@ _errors = logging.getLogger("sluice.server")
 class Call:
     """One request being served."""
 
-    __slots__ = ("created", "headers", "principal", "request", "request_id", "writer")
+    __slots__ = ("attempts", "created", "headers", "principal", "request", "request_id", "writer")
 
     def __init__(
         self,
@@ -54,6 +56,7 @@ class Call:
         self.created = created
         self.principal = principal
         self.headers: Headers = [("x-request-id", request_id)]
+        self.attempts: list[AttemptRecord] = []
 
 
 Endpoint = Callable[["Gateway", Call], Awaitable[None]]
@@ -76,7 +79,9 @@ class Gateway:
         new_id: IdFactory = random_id,
         wall_clock: Callable[[], float] = time.time,
         clock: Callable[[], float] = time.monotonic,
+        rng: Random | None = None,
     ) -> None:
+        rng = rng or Random()
         self.settings = settings
         self.store = store
         self.new_id = new_id
@@ -84,11 +89,16 @@ class Gateway:
         self.catalog = Catalog.with_overrides(list(settings.models))
         self.planner = Planner(self.catalog, settings.connections, settings.routes)
         self.transport = HttpTransport(f"sluice/{__version__}", clock)
+        routing = settings.routing
         self.router = Router(
-            AdapterRegistry(new_id),
-            self.transport,
-            clock,
-            settings.server.upstream_error_body_bytes,
+            registry=AdapterRegistry(new_id),
+            transport=self.transport,
+            breaker=Breaker(
+                routing.breaker_failures, routing.breaker_cooldown, routing.max_retry_after
+            ),
+            clock=clock,
+            rng=rng,
+            error_body_bytes=settings.server.upstream_error_body_bytes,
         )
         self.auth = Authenticator(store, dev_key_enabled=settings.server.dev_key, clock=clock)
         # path -> method -> (endpoint, needs a key); matched on the raw path only
@@ -147,7 +157,15 @@ class Gateway:
             _errors.exception("request %s failed", call.request_id)
             await self._fail(call, InternalError("The gateway failed to handle the request."))
         finally:
-            _log.info("%s %s %s %d", call.request_id, request.method, request.path, status)
+            if _log.isEnabledFor(logging.INFO):
+                _log.info(
+                    "%s %s %s %d%s",
+                    call.request_id,
+                    request.method,
+                    request.path,
+                    status,
+                    "".join(f" {a.position}:{a.connection}:{a.outcome}" for a in call.attempts),
+                )
 
     async def _fail(self, call: Call, err: ApiError) -> None:
         writer = call.writer

@@ -17,6 +17,7 @@ from sluice.metering.pricing import priced_usage
 from sluice.metering.tokens import TokenUsage, estimate_prompt_tokens, tokens_for_chars
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.router import AttemptRecord, scrub_secrets
+from sluice.server.keepalive import KeepAlive
 from sluice.server.responses import JSON, SSE_HEADERS
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import ChatCompletion, Usage
@@ -73,23 +74,28 @@ def _usage(
 async def chat_completions(gw: Gateway, call: Call) -> None:
     req = decode_chat_request(call.request.body)
     plan = gw.planner.plan(req.model, req.models or ())
-    records: list[AttemptRecord] = []
     if req.is_stream:
-        await _stream(gw, call, req, plan, records)
+        await _stream(gw, call, req, plan, call.attempts)
     else:
-        await _complete(gw, call, req, plan, records)
+        await _complete(gw, call, req, plan, call.attempts)
 
 
 async def _stream(
     gw: Gateway, call: Call, req: ChatRequest, plan: Plan, records: list[AttemptRecord]
 ) -> None:
-    opened = await gw.router.open_stream(req, plan, records)
+    ticker = KeepAlive(
+        call.writer, [*call.headers, *SSE_HEADERS], gw.settings.server.sse_keepalive_interval
+    )
+    try:
+        opened = await gw.router.open_stream(req, plan, records)
+    finally:
+        ticker.stop()
     attempt, resp, translator = opened.attempt, opened.response, opened.translator
     encoder = ChunkEncoder(_identity(call, attempt, plan))
     writer = call.writer
     pending = encoder.events(opened.first) if opened.first else b""
     try:
-        await writer.start(200, [*call.headers, *SSE_HEADERS])
+        writer.start(200, [*call.headers, *SSE_HEADERS])
         if not opened.ended:
             await writer.write(pending)
             pending = b""

@@ -98,9 +98,11 @@ class ResponseWriter:
         self._conn.write(response_head(status, headers + extra) + body)
         await self._conn.drain()
 
-    async def start(self, status: int, headers: Headers) -> None:
+    def start(self, status: int, headers: Headers) -> None:
         """Begin a streamed body (chunked; raw until close for HTTP/1.0). The head goes
-        out with the first body bytes, in the same write."""
+        out with the first body bytes, in the same write. A second call does nothing."""
+        if self.started:
+            return
         self.started = True
         if not self._chunked:
             self.keep_alive = False
@@ -111,14 +113,17 @@ class ResponseWriter:
                 extra.append(("connection", "close"))
         self._head = response_head(status, headers + extra)
 
-    async def write(self, data: bytes) -> None:
-        conn = self._conn
+    def write_now(self, data: bytes) -> None:
+        """Write without waiting for the client to drain (timers: keep-alive comments)."""
         frame = b"%x\r\n%b\r\n" % (len(data), data) if self._chunked else data
         if self._head:
             frame, self._head = self._head + frame, b""
-        conn.write(frame)
-        if conn.paused:
-            await conn.drain()
+        self._conn.write(frame)
+
+    async def write(self, data: bytes) -> None:
+        self.write_now(data)
+        if self._conn.paused:
+            await self._conn.drain()
 
     async def end(self, data: bytes = b"", close: bool = False) -> None:
         """Write the last ``data`` and finish the body in one write; ``close`` ends the

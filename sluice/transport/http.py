@@ -38,6 +38,11 @@ class UpstreamResponse(Protocol):
         """Drop the upstream connection now (the provider sees the client go away)."""
         ...
 
+    def watch(self, stall: float) -> None:
+        """From now on, silence longer than ``stall`` seconds ends the body with
+        ``request_timeout`` / ``stream_stalled``."""
+        ...
+
     def release(self) -> None:
         """The body was read to its end; the connection may be reused."""
         ...
@@ -71,18 +76,56 @@ def map_client_error(exc: BaseException, connecting: bool) -> ApiError:
 
 
 class HttpResponse:
-    __slots__ = ("_resp", "headers", "status")
+    """An aiohttp response behind our shape, with a cheap stall watchdog.
+
+    The watchdog is one timer per response: each read only notes the time, and the
+    timer re-arms itself from the last read instead of being reset per chunk.
+    """
+
+    __slots__ = ("_last", "_loop", "_resp", "_stall", "_stalled", "_timer", "headers", "status")
 
     def __init__(self, resp: aiohttp.ClientResponse) -> None:
         self._resp = resp
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+        self._stall = 0.0
+        self._last = 0.0
+        self._stalled = False
         self.status = resp.status
         self.headers: Mapping[str, str] = {k.lower(): v for k, v in resp.headers.items()}
 
+    def watch(self, stall: float) -> None:
+        self._stall = stall
+        self._last = self._loop.time()
+        self._timer = self._loop.call_at(self._last + stall, self._check)
+
+    def _check(self) -> None:
+        due = self._last + self._stall
+        if self._loop.time() < due:
+            self._timer = self._loop.call_at(due, self._check)
+            return
+        self._timer = None
+        self._stalled = True
+        self._resp.close()
+
+    def _stall_error(self) -> RequestTimeoutError:
+        return RequestTimeoutError(
+            f"The provider sent nothing for {self._stall:g} s.",
+            code="stream_stalled",
+            http_status=504,
+        )
+
     async def read_chunk(self) -> bytes:
         try:
-            return await self._resp.content.readany()
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            data = await self._resp.content.readany()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            if self._stalled:
+                raise self._stall_error() from None
             raise map_client_error(exc, connecting=False) from None
+        if self._stalled:
+            raise self._stall_error()
+        self._last = self._loop.time()
+        return data
 
     async def read_body(self, limit: int) -> bytes:
         parts: list[bytes] = []
@@ -95,10 +138,17 @@ class HttpResponse:
             size += len(data)
         return b"".join(parts)[:limit]
 
+    def _unwatch(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
     def close(self) -> None:
+        self._unwatch()
         self._resp.close()
 
     def release(self) -> None:
+        self._unwatch()
         self._resp.release()
 
 
@@ -131,6 +181,9 @@ class LocalResponse:
 
     def release(self) -> None:
         self._script = iter(())
+
+    def watch(self, stall: float) -> None:
+        """The script's pauses are the configured pace; nothing to watch."""
 
 
 class HttpTransport:
@@ -166,11 +219,8 @@ class HttpTransport:
             if self._signer is None:
                 self._signer = AwsSigner(self._clock)
             headers = await self._signer.sign(req, req.aws_sigv4)
-        timeout = aiohttp.ClientTimeout(
-            total=None,
-            sock_connect=timeouts.connect,
-            sock_read=max(timeouts.first_event, timeouts.stall),
-        )
+        # first event and stall are enforced by the router and the response watchdog
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect)
         try:
             resp = await self._session.request(
                 req.method,

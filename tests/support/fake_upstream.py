@@ -51,6 +51,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     steps: list[Step] | None = None  # a streamed body when set
+    delay: float = 0.0  # seconds before anything is sent
 
     @classmethod
     def json(cls, doc: Any, status: int = 200, **headers: str) -> Reply:
@@ -59,8 +60,13 @@ class Reply:
         )
 
     @classmethod
-    def stream(cls, *steps: Step) -> Reply:
-        return cls(200, {"content-type": "text/event-stream"}, steps=list(steps))
+    def stream(cls, *steps: Step, delay: float = 0.0) -> Reply:
+        return cls(200, {"content-type": "text/event-stream"}, steps=list(steps), delay=delay)
+
+    @classmethod
+    def reset(cls, delay: float = 0.0) -> Reply:
+        """Drop the connection without sending a byte."""
+        return cls(0, delay=delay)
 
 
 class FakeUpstream:
@@ -70,6 +76,7 @@ class FakeUpstream:
         self.default = Reply(404, {"content-type": "application/json"}, b'{"error": "unscripted"}')
         self.closed_streams = 0
         self.disconnects = asyncio.Event()
+        self.hangups: list[float] = []  # loop times at which a peer closed mid-answer
         self._server: asyncio.Server | None = None
         self.port = 0
 
@@ -95,9 +102,15 @@ class FakeUpstream:
             await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        buffer = b""
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
+                while b"\r\n\r\n" not in buffer:
+                    data = await reader.read(65536)
+                    if not data:
+                        return
+                    buffer += data
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
                 headers = {}
@@ -105,18 +118,59 @@ class FakeUpstream:
                     if line:
                         name, _, value = line.partition(":")
                         headers[name.strip().lower()] = value.strip()
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                length = int(headers.get("content-length", "0"))
+                while len(buffer) < length:
+                    data = await reader.read(65536)
+                    if not data:
+                        return
+                    buffer += data
+                body, buffer = buffer[:length], buffer[length:]
                 self.requests.append(Recorded(method, path, headers, body))
                 reply = self.replies.popleft() if self.replies else self.default
-                if not await self._reply(reply, writer):
+                alive, buffer = await self._answer(reply, reader, writer, buffer)
+                if not alive:
                     return
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except ConnectionError:
             pass
         finally:
             self.disconnects.set()
             writer.close()
 
+    async def _answer(
+        self,
+        reply: Reply,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        buffer: bytes,
+    ) -> tuple[bool, bytes]:
+        """Send the reply while watching for the peer hanging up (recorded in ``hangups``)."""
+        replying = asyncio.ensure_future(self._reply(reply, writer))
+        while True:
+            reading = asyncio.ensure_future(reader.read(65536))
+            await asyncio.wait({reading, replying}, return_when=asyncio.FIRST_COMPLETED)
+            if reading.done():
+                data = reading.result()
+                if not data:  # the gateway went away while we were answering
+                    self.hangups.append(asyncio.get_running_loop().time())
+                    replying.cancel()
+                    return False, buffer
+                buffer += data  # the next request, already
+                if not replying.done():
+                    continue
+                return replying.result(), buffer
+            reading.cancel()
+            try:
+                data = await reading
+            except asyncio.CancelledError:
+                return replying.result(), buffer
+            return replying.result() and bool(data), buffer + data
+
     async def _reply(self, reply: Reply, writer: asyncio.StreamWriter) -> bool:
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
+        if reply.status == 0:
+            writer.transport.abort()
+            return False
         head = [f"HTTP/1.1 {reply.status} X"]
         head += [f"{k}: {v}" for k, v in reply.headers.items()]
         if reply.steps is None:

@@ -1,0 +1,97 @@
+"""Per-connection circuit breaker (pure: the caller passes the time).
+
+closed → after ``threshold`` failures in a row → open for ``cooldown`` seconds (skipped)
+→ half-open: exactly one request is let through as a probe → its success closes the
+circuit, its failure opens it again. A 429's ``Retry-After`` opens the circuit at once
+for that long (capped), whatever the count. Only failures that allow failover count
+(a 400 is the request's fault, not the connection's).
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class State(enum.Enum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+class _Circuit:
+    __slots__ = ("failures", "open_until", "probing", "state")
+
+    def __init__(self) -> None:
+        self.state = State.CLOSED
+        self.failures = 0
+        self.open_until = 0.0
+        self.probing = False
+
+
+class Breaker:
+    def __init__(self, threshold: int, cooldown: float, max_retry_after: float) -> None:
+        self._threshold = threshold
+        self._cooldown = cooldown
+        self._max_retry_after = max_retry_after
+        self._circuits: dict[str, _Circuit] = {}
+
+    def _circuit(self, key: str) -> _Circuit:
+        circuit = self._circuits.get(key)
+        if circuit is None:
+            circuit = self._circuits[key] = _Circuit()
+        return circuit
+
+    def allow(self, key: str, now: float) -> bool:
+        """May a request go to this connection now? (Claims the probe when half-open.)"""
+        circuit = self._circuits.get(key)
+        if circuit is None or circuit.state is State.CLOSED:
+            return True
+        if circuit.state is State.OPEN:
+            if now < circuit.open_until:
+                return False
+            circuit.state = State.HALF_OPEN
+            circuit.probing = False
+        if circuit.probing:
+            return False
+        circuit.probing = True
+        return True
+
+    def release(self, key: str) -> None:
+        """A claimed attempt ended with no verdict on the connection (e.g. cancelled)."""
+        circuit = self._circuits.get(key)
+        if circuit is not None:
+            circuit.probing = False
+
+    def success(self, key: str) -> None:
+        circuit = self._circuits.get(key)
+        if circuit is not None:
+            circuit.state = State.CLOSED
+            circuit.failures = 0
+            circuit.probing = False
+
+    def failure(self, key: str, now: float, retry_after: float | None = None) -> None:
+        circuit = self._circuit(key)
+        circuit.failures += 1
+        circuit.probing = False
+        wait = None
+        if retry_after is not None and retry_after > 0:
+            wait = min(retry_after, self._max_retry_after)
+        elif circuit.state is State.HALF_OPEN or circuit.failures >= self._threshold:
+            wait = self._cooldown
+        if wait is not None:
+            circuit.state = State.OPEN
+            circuit.open_until = max(circuit.open_until, now + wait)
+
+    def state(self, key: str, now: float) -> State:
+        circuit = self._circuits.get(key)
+        if circuit is None:
+            return State.CLOSED
+        if circuit.state is State.OPEN and now >= circuit.open_until:
+            return State.HALF_OPEN
+        return circuit.state
+
+    def reopens_in(self, key: str, now: float) -> float:
+        circuit = self._circuits.get(key)
+        if circuit is None or circuit.state is not State.OPEN:
+            return 0.0
+        return max(0.0, circuit.open_until - now)

@@ -1,0 +1,40 @@
+"""``: keep-alive`` comments while the gateway waits for the first upstream event.
+
+Proxies with ~100 s idle limits would otherwise cut a long prefill. The first comment
+commits the 200 and the SSE head; failover stays possible after it (SPEC §2), and if
+every target then fails the client gets the error event instead of an HTTP error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from sluice.server.exchange import ClientGoneError, Headers, ResponseWriter
+from sluice.wire.sse import KEEPALIVE_COMMENT
+
+
+class KeepAlive:
+    __slots__ = ("_handle", "_headers", "_interval", "_loop", "_writer")
+
+    def __init__(self, writer: ResponseWriter, headers: Headers, interval: float) -> None:
+        self._writer = writer
+        self._headers = headers
+        self._interval = interval
+        self._loop = asyncio.get_running_loop()
+        self._handle: asyncio.TimerHandle | None = None
+        if interval > 0:
+            self._handle = self._loop.call_later(interval, self._tick)
+
+    def _tick(self) -> None:
+        self._handle = None
+        try:
+            self._writer.start(200, self._headers)
+            self._writer.write_now(KEEPALIVE_COMMENT)
+        except ClientGoneError:
+            return
+        self._handle = self._loop.call_later(self._interval, self._tick)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None

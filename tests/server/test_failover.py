@@ -1,0 +1,365 @@
+"""Fault injection: what the client sees, and which attempts were made (SPEC §3-§4).
+
+Two fake upstreams serve the same model: `conn_a` (primary) and, as the route's second
+target, `conn_b` (standby_a). Each test breaks the primary in one way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.fake_openai import chunk, text_stream
+from tests.support.fake_upstream import Cut, FakeUpstream, Pause, Reply, Step
+from tests.support.gateway import running_gateway
+from tests.support.raw_http import RawResponse, exchange, post
+
+
+@pytest.fixture
+async def pair() -> AsyncIterator[tuple[FakeUpstream, FakeUpstream]]:
+    a, b = FakeUpstream(), FakeUpstream()
+    await a.start()
+    await b.start()
+    b.default = Reply.stream(*text_stream("from", " b"))
+    try:
+        yield a, b
+    finally:
+        await a.close()
+        await b.close()
+
+
+def config(a: FakeUpstream, b: FakeUpstream, timeouts: str = "") -> str:
+    extra = f"timeouts = {{ {timeouts} }}\n" if timeouts else ""
+    return f"""
+[server]
+port = 0
+sse_keepalive_interval = 0
+
+[routing]
+breaker_failures = 3
+breaker_cooldown = 30
+
+[[connections]]
+id = "conn_a"
+provider = "openai-compatible"
+base_url = "{a.base_url}"
+{extra}
+[[connections]]
+id = "conn_b"
+provider = "openai-compatible"
+base_url = "{b.base_url}"
+{extra}
+[[models]]
+id = "test/a"
+providers = {{ conn_a = "model-a" }}
+
+[[models]]
+id = "test/b"
+providers = {{ conn_b = "model-b" }}
+
+[[routes]]
+name = "bot"
+chain = [ {{ model = "test/a" }}, {{ model = "test/b" }} ]
+"""
+
+
+BODY = json.dumps(
+    {"model": "bot", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+).encode()
+
+
+def events(resp: RawResponse) -> list[dict[str, object]]:
+    return [
+        json.loads(e.removeprefix(b"data: "))
+        for e in resp.body[:-2].split(b"\n\n")
+        if e.startswith(b"data: {")
+    ]
+
+
+def served_by(resp: RawResponse) -> tuple[object, object, object, object]:
+    first = events(resp)[0]
+    return first["route"], first["route_name"], first["connection"], first["model"]
+
+
+def attempts(caplog: pytest.LogCaptureFixture, request_id: str) -> list[str]:
+    (line,) = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "sluice.access" and r.getMessage().startswith(request_id)
+    ]
+    return line.split()[4:]
+
+
+async def call(
+    tmp_path: Path, a: FakeUpstream, b: FakeUpstream, *, timeouts: str = "", times: int = 1
+) -> list[RawResponse]:
+    out = []
+    async with running_gateway(tmp_path, config(a, b, timeouts)) as gw:
+        assert gw.dev_key is not None
+        for _ in range(times):
+            out.append(
+                await exchange(gw.host, gw.port, post("/v1/chat/completions", BODY, gw.dev_key.key))
+            )
+    return out
+
+
+FAILOVER_CASES: dict[str, tuple[Reply, str, str]] = {
+    "reset-before-first-byte": (Reply.reset(), "upstream_error", ""),
+    "http-500": (Reply.json({"error": {"message": "boom"}}, status=500), "upstream_error", ""),
+    "http-503": (Reply.json({"error": {"message": "busy"}}, status=503), "service_unavailable", ""),
+    "http-408": (Reply.json({"error": {"message": "slow"}}, status=408), "request_timeout", ""),
+    "stall-before-first-event": (
+        Reply.stream(chunk(role="assistant", content=""), Pause(5)),
+        "request_timeout",
+        "first_event = 0.3",
+    ),
+    "head-never-comes": (Reply.stream(delay=5), "request_timeout", "first_event = 0.3"),
+    "malformed-json-first": (Reply.stream(b"data: {not json}\n\n"), "upstream_error", ""),
+    "ends-before-content": (
+        Reply.stream(chunk(role="assistant", content=""), Cut()),
+        "upstream_error",
+        "",
+    ),
+    "error-event-first": (
+        Reply.stream(b'data: {"error": {"message": "overloaded"}}\n\n'),
+        "upstream_error",
+        "",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FAILOVER_CASES))
+async def test_failure_before_the_first_event_never_reaches_the_client(
+    tmp_path: Path,
+    pair: tuple[FakeUpstream, FakeUpstream],
+    caplog: pytest.LogCaptureFixture,
+    case: str,
+) -> None:
+    caplog.set_level(logging.INFO, "sluice.access")
+    a, b = pair
+    reply, outcome, timeouts = FAILOVER_CASES[case]
+    a.queue(reply)
+    (resp,) = await call(tmp_path, a, b, timeouts=timeouts)
+    assert resp.status == 200
+    assert served_by(resp) == ("standby_a", "bot", "conn_b", "test/b")
+    assert resp.body.endswith(b"data: [DONE]\n\n")
+    assert (
+        "".join(
+            str(e["choices"][0]["delta"].get("content", ""))  # type: ignore[index]
+            for e in events(resp)
+            if e["choices"]
+        )
+        == "from b"
+    )
+    assert attempts(caplog, resp.headers["x-request-id"]) == [
+        f"primary:conn_a:{outcome}",
+        "standby_a:conn_b:served",
+    ]
+
+
+async def test_429_retry_after_fails_over_and_cools_the_connection(
+    tmp_path: Path, pair: tuple[FakeUpstream, FakeUpstream], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "sluice.access")
+    a, b = pair
+    a.queue(Reply.json({"error": {"message": "slow down"}}, status=429, **{"retry-after": "60"}))
+    first, second = await call(tmp_path, a, b, times=2)
+    assert served_by(first)[2] == served_by(second)[2] == "conn_b"
+    assert len(a.requests) == 1  # the second request did not knock on conn_a
+    assert attempts(caplog, second.headers["x-request-id"]) == [
+        "primary:conn_a:skipped",
+        "standby_a:conn_b:served",
+    ]
+
+
+async def test_400_is_not_failed_over(
+    tmp_path: Path, pair: tuple[FakeUpstream, FakeUpstream]
+) -> None:
+    a, b = pair
+    a.queue(
+        Reply.json(
+            {
+                "error": {
+                    "message": "bad max_tokens",
+                    "param": "max_tokens",
+                    "code": "invalid_value",
+                }
+            },
+            status=400,
+        )
+    )
+    (resp,) = await call(tmp_path, a, b)
+    assert resp.status == 400
+    assert resp.json()["error"] == {
+        "message": "bad max_tokens",
+        "type": "invalid_request_error",
+        "code": "invalid_value",
+        "param": "max_tokens",
+    }
+    assert b.requests == []
+
+
+async def test_when_nothing_can_serve_the_last_meaningful_error_is_returned(
+    tmp_path: Path, pair: tuple[FakeUpstream, FakeUpstream], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "sluice.access")
+    a, b = pair
+    a.queue(Reply.json({"error": {"message": "boom"}}, status=500))
+    b.queue(Reply.json({"error": {"message": "busy"}}, status=503, **{"retry-after": "2"}))
+    (resp,) = await call(tmp_path, a, b)
+    assert resp.status == 503
+    assert resp.json()["error"]["type"] == "service_unavailable"
+    assert resp.headers["retry-after"] == "2"
+    assert attempts(caplog, resp.headers["x-request-id"]) == [
+        "primary:conn_a:upstream_error",
+        "standby_a:conn_b:service_unavailable",
+    ]
+
+
+async def test_breaker_opens_after_repeated_failures_then_reports_cooling_down(
+    tmp_path: Path, pair: tuple[FakeUpstream, FakeUpstream]
+) -> None:
+    a, b = pair
+    for fake in (a, b):
+        fake.default = Reply.json({"error": {"message": "down"}}, status=502)
+    responses = await call(tmp_path, a, b, times=4)
+    assert [r.status for r in responses] == [502, 502, 502, 503]
+    assert responses[3].json()["error"]["code"] == "connections_cooling_down"
+    assert int(responses[3].headers["retry-after"]) > 0
+    assert len(a.requests) == len(b.requests) == 3
+
+
+MID_STREAM: dict[str, tuple[list[Step], str, str, str]] = {
+    "reset-after-three-chunks": ([Cut()], "upstream_error", "upstream_disconnected", ""),
+    "stall-after-three-chunks": ([Pause(5)], "request_timeout", "stream_stalled", "stall = 0.3"),
+    "malformed-json-after-content": (
+        [b"data: {oops\n\n"],
+        "upstream_error",
+        "upstream_malformed_event",
+        "",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MID_STREAM))
+async def test_failure_after_content_ends_with_an_error_event(
+    tmp_path: Path, pair: tuple[FakeUpstream, FakeUpstream], case: str
+) -> None:
+    a, b = pair
+    tail, type_, code, timeouts = MID_STREAM[case]
+    a.queue(
+        Reply.stream(
+            chunk(role="assistant", content=""),
+            chunk(content="one"),
+            chunk(content=" two"),
+            chunk(content=" three"),
+            *tail,
+        )
+    )
+    (resp,) = await call(tmp_path, a, b, timeouts=timeouts)
+    assert resp.status == 200
+    assert b"[DONE]" not in resp.body
+    *content, last = events(resp)
+    assert last == {
+        "error": {
+            "message": last["error"]["message"],  # type: ignore[index]
+            "type": type_,
+            "code": code,
+        }
+    }
+    assert [e["connection"] for e in content] == ["conn_a"] * len(content)
+    assert b.requests == []  # no re-routing once tokens flowed
+
+
+async def test_an_event_split_at_every_byte(
+    tmp_path: Path, pair: tuple[FakeUpstream, FakeUpstream]
+) -> None:
+    a, b = pair
+    whole = b"".join(s for s in text_stream("split", " every", " byte") if isinstance(s, bytes))
+    a.queue(Reply.stream(*[whole[i : i + 1] for i in range(len(whole))]))
+    (resp,) = await call(tmp_path, a, b)
+    text = "".join(
+        str(e["choices"][0]["delta"].get("content", ""))  # type: ignore[index]
+        for e in events(resp)
+        if e["choices"]
+    )
+    assert text == "split every byte" and resp.body.endswith(b"data: [DONE]\n\n")
+    assert served_by(resp)[2] == "conn_a"
+
+
+async def test_keep_alive_comments_while_waiting_then_failover(
+    tmp_path: Path, pair: tuple[FakeUpstream, FakeUpstream]
+) -> None:
+    a, b = pair
+    a.queue(Reply.json({"error": {"message": "late failure"}}, status=500))
+    a.replies[0].delay = 0.35
+    cfg = config(a, b).replace("sse_keepalive_interval = 0", "sse_keepalive_interval = 0.1")
+    async with running_gateway(tmp_path, cfg) as gw:
+        assert gw.dev_key is not None
+        resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", BODY, gw.dev_key.key))
+    assert resp.status == 200
+    head = resp.body.partition(b"data: ")[0]
+    assert head.count(b": keep-alive\n\n") >= 2 and head.replace(b": keep-alive\n\n", b"") == b""
+    assert served_by(resp)[2] == "conn_b"
+    assert resp.body.endswith(b"data: [DONE]\n\n")
+
+
+async def test_keep_alive_then_total_failure_is_an_error_event(
+    tmp_path: Path, pair: tuple[FakeUpstream, FakeUpstream]
+) -> None:
+    a, b = pair
+    for fake in (a, b):
+        fake.queue(Reply.json({"error": {"message": "down"}}, status=502))
+        fake.replies[0].delay = 0.25
+    cfg = config(a, b).replace("sse_keepalive_interval = 0", "sse_keepalive_interval = 0.1")
+    async with running_gateway(tmp_path, cfg) as gw:
+        assert gw.dev_key is not None
+        resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", BODY, gw.dev_key.key))
+    assert resp.status == 200  # committed by the first keep-alive
+    assert resp.body.startswith(b": keep-alive\n\n")
+    assert b"[DONE]" not in resp.body
+    assert events(resp)[-1]["error"]["type"] == "upstream_error"  # type: ignore[index]
+
+
+async def test_weighted_connections_share_the_traffic(tmp_path: Path) -> None:
+    fakes = [FakeUpstream(), FakeUpstream()]
+    for fake in fakes:
+        await fake.start()
+        fake.default = Reply.stream(*text_stream("x"))
+    try:
+        cfg = f"""
+[server]
+port = 0
+[[connections]]
+id = "conn_light"
+provider = "openai-compatible"
+base_url = "{fakes[0].base_url}"
+weight = 1
+[[connections]]
+id = "conn_heavy"
+provider = "openai-compatible"
+base_url = "{fakes[1].base_url}"
+weight = 3
+[[models]]
+id = "test/w"
+balance = "weighted"
+providers = {{ openai-compatible = "w" }}
+"""
+        body = json.dumps(
+            {"model": "test/w", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        ).encode()
+        async with running_gateway(tmp_path, cfg) as gw:
+            assert gw.dev_key is not None
+            request = post("/v1/chat/completions", body, gw.dev_key.key)
+            await asyncio.gather(*[exchange(gw.host, gw.port, request) for _ in range(200)])
+    finally:
+        for fake in fakes:
+            await fake.close()
+    light, heavy = len(fakes[0].requests), len(fakes[1].requests)
+    assert light + heavy == 200
+    assert 25 <= light <= 75  # expected 50 of 200 (binomial sd ~6)
