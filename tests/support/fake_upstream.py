@@ -10,6 +10,7 @@ the official SDKs parse those (``tests/providers/test_*_fidelity.py``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import deque
 from dataclasses import dataclass, field
@@ -77,6 +78,8 @@ class FakeUpstream:
         self.closed_streams = 0
         self.disconnects = asyncio.Event()
         self.hangups: list[float] = []  # loop times at which a peer closed mid-answer
+        self.hung_up = asyncio.Event()
+        self.sent_bytes = 0  # body bytes of streamed replies written so far
         self._server: asyncio.Server | None = None
         self.port = 0
 
@@ -149,10 +152,16 @@ class FakeUpstream:
             reading = asyncio.ensure_future(reader.read(65536))
             await asyncio.wait({reading, replying}, return_when=asyncio.FIRST_COMPLETED)
             if reading.done():
-                data = reading.result()
+                try:
+                    data = reading.result()
+                except ConnectionError:  # a reset is a hang-up too
+                    data = b""
                 if not data:  # the gateway went away while we were answering
                     self.hangups.append(asyncio.get_running_loop().time())
+                    self.hung_up.set()
                     replying.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                        await replying
                     return False, buffer
                 buffer += data  # the next request, already
                 if not replying.done():
@@ -184,6 +193,7 @@ class FakeUpstream:
             if isinstance(step, bytes):
                 writer.write(b"%x\r\n%s\r\n" % (len(step), step))
                 await writer.drain()
+                self.sent_bytes += len(step)
             elif isinstance(step, Pause):
                 await asyncio.sleep(step.seconds)
             elif isinstance(step, WaitFor):
