@@ -95,3 +95,7 @@ class Breaker:
         if circuit is None or circuit.state is not State.OPEN:
             return 0.0
         return max(0.0, circuit.open_until - now)
+
+    def states(self, now: float) -> dict[str, State]:
+        """Every connection that has had a failure, and its state now (for metrics)."""
+        return {key: self.state(key, now) for key in self._circuits}

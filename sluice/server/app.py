@@ -26,8 +26,9 @@ from sluice.server.auth import Authenticator
 from sluice.server.chat import chat_completions
 from sluice.server.exchange import ClientGoneError, Headers, Request, ResponseWriter
 from sluice.server.http1 import Limits
+from sluice.server.metrics import Metrics
 from sluice.server.models import model_list
-from sluice.server.responses import JSON, connection_error, error_headers
+from sluice.server.responses import JSON, PROMETHEUS, connection_error, error_headers
 from sluice.settings import Settings
 from sluice.storage.base import Principal, Store
 from sluice.transport.http import HttpTransport
@@ -40,7 +41,16 @@ _errors = logging.getLogger("sluice.server")
 class Call:
     """One request being served."""
 
-    __slots__ = ("attempts", "created", "headers", "principal", "request", "request_id", "writer")
+    __slots__ = (
+        "attempts",
+        "created",
+        "headers",
+        "principal",
+        "request",
+        "request_id",
+        "started",
+        "writer",
+    )
 
     def __init__(
         self,
@@ -48,13 +58,14 @@ class Call:
         writer: ResponseWriter,
         request_id: str,
         created: int,
-        principal: Principal | None,
+        started: float,
     ) -> None:
         self.request = request
         self.writer = writer
         self.request_id = request_id
         self.created = created
-        self.principal = principal
+        self.started = started
+        self.principal: Principal | None = None
         self.headers: Headers = [("x-request-id", request_id)]
         self.attempts: list[AttemptRecord] = []
 
@@ -68,6 +79,10 @@ async def _health(gw: Gateway, call: Call) -> None:
 
 async def _models(gw: Gateway, call: Call) -> None:
     await call.writer.send(200, [*call.headers, JSON], gw.models_body)
+
+
+async def _metrics(gw: Gateway, call: Call) -> None:
+    await call.writer.send(200, [*call.headers, PROMETHEUS], gw.metrics.render())
 
 
 class Gateway:
@@ -86,6 +101,7 @@ class Gateway:
         self.store = store
         self.new_id = new_id
         self.wall_clock = wall_clock
+        self.clock = clock
         self.catalog = Catalog.with_overrides(list(settings.models))
         self.planner = Planner(self.catalog, settings.connections, settings.routes)
         self.transport = HttpTransport(f"sluice/{__version__}", clock)
@@ -106,7 +122,9 @@ class Gateway:
             "/health": {"GET": (_health, False)},
             "/v1/models": {"GET": (_models, True)},
             "/v1/chat/completions": {"POST": (chat_completions, True)},
+            "/metrics": {"GET": (_metrics, True)},
         }
+        self.metrics = Metrics(self.router.breaker, clock)
         self.models_body = msgspec.json.encode(
             model_list(self.catalog, self.planner, settings.routes)
         )
@@ -131,7 +149,7 @@ class Gateway:
         return error_headers(err, [("x-request-id", self.new_id("req"))]), error_json(err)
 
     async def handle(self, request: Request, writer: ResponseWriter) -> None:
-        call = Call(request, writer, self.new_id("req"), int(self.wall_clock()), None)
+        call = Call(request, writer, self.new_id("req"), int(self.wall_clock()), self.clock())
         status = 200
         try:
             methods = self._routes.get(request.path)
@@ -157,6 +175,8 @@ class Gateway:
             _errors.exception("request %s failed", call.request_id)
             await self._fail(call, InternalError("The gateway failed to handle the request."))
         finally:
+            path = request.path if request.path in self._routes else "other"
+            self.metrics.request(path, status, call.attempts)
             if _log.isEnabledFor(logging.INFO):
                 _log.info(
                     "%s %s %s %d%s",

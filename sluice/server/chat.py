@@ -94,6 +94,8 @@ async def _stream(
     encoder = ChunkEncoder(_identity(call, attempt, plan))
     writer = call.writer
     pending = encoder.events(opened.first) if opened.first else b""
+    gw.metrics.first_token(gw.clock() - call.started)
+    gw.metrics.streams.inc()
     try:
         writer.start(200, [*call.headers, *SSE_HEADERS])
         if not opened.ended:
@@ -128,6 +130,8 @@ async def _stream(
     except BaseException:
         resp.close()
         raise
+    finally:
+        gw.metrics.streams.dec()
     last = pending + DONE_EVENT
     if req.include_usage:
         usage = _usage(req, translator.usage, translator.output_chars, attempt, cut=False)

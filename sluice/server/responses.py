@@ -14,6 +14,7 @@ from sluice.errors import (
 from sluice.server.exchange import Headers
 
 JSON: Final = ("content-type", "application/json")
+PROMETHEUS: Final = ("content-type", "text/plain; version=0.0.4; charset=utf-8")
 SSE_HEADERS: Final = (
     ("content-type", "text/event-stream"),
     ("cache-control", "no-cache"),

@@ -363,3 +363,35 @@ providers = {{ openai-compatible = "w" }}
     light, heavy = len(fakes[0].requests), len(fakes[1].requests)
     assert light + heavy == 200
     assert 25 <= light <= 75  # expected 50 of 200 (binomial sd ~6)
+
+
+async def test_metrics_show_attempts_breaker_states_and_first_tokens(
+    tmp_path: Path, pair: tuple[FakeUpstream, FakeUpstream]
+) -> None:
+    a, b = pair
+    a.default = Reply.json({"error": {"message": "down"}}, status=502)
+    async with running_gateway(tmp_path, config(a, b)) as gw:
+        assert gw.dev_key is not None
+        for _ in range(4):
+            await exchange(gw.host, gw.port, post("/v1/chat/completions", BODY, gw.dev_key.key))
+        unauthorized = await exchange(gw.host, gw.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        resp = await exchange(
+            gw.host,
+            gw.port,
+            (
+                f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {gw.dev_key.key}"
+                "\r\n\r\n"
+            ).encode(),
+        )
+    assert unauthorized.status == 401
+    text = resp.body.decode()
+    assert resp.headers["content-type"].startswith("text/plain")
+    assert (
+        'sluice_upstream_attempts_total{connection="conn_a",outcome="upstream_error"} 3.0' in text
+    )
+    assert 'sluice_upstream_attempts_total{connection="conn_a",outcome="skipped"} 1.0' in text
+    assert 'sluice_upstream_attempts_total{connection="conn_b",outcome="served"} 4.0' in text
+    assert 'sluice_connection_breaker_state{connection="conn_a"} 2.0' in text
+    assert 'sluice_requests_total{path="/v1/chat/completions",status="200"} 4.0' in text
+    assert "sluice_time_to_first_token_seconds_count 4.0" in text
+    assert "sluice_streams_in_flight 0.0" in text

@@ -1,0 +1,73 @@
+"""Prometheus metrics for one gateway (``GET /metrics``), in a registry of its own.
+
+Counted per request, never per chunk. Breaker states are read when scraped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from types import MappingProxyType
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from sluice.routing.breaker import Breaker, State
+from sluice.routing.router import AttemptRecord
+
+_STATE_VALUE = MappingProxyType({State.CLOSED: 0.0, State.HALF_OPEN: 1.0, State.OPEN: 2.0})
+_TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+
+
+class _BreakerCollector(Collector):
+    def __init__(self, breaker: Breaker, clock: Callable[[], float]) -> None:
+        self._breaker = breaker
+        self._clock = clock
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "sluice_connection_breaker_state",
+            "Circuit breaker per connection: 0 closed, 1 half-open, 2 open (skipped).",
+            labels=["connection"],
+        )
+        for key, state in sorted(self._breaker.states(self._clock()).items()):
+            family.add_metric([key], _STATE_VALUE[state])
+        yield family
+
+
+class Metrics:
+    def __init__(self, breaker: Breaker, clock: Callable[[], float]) -> None:
+        self.registry = CollectorRegistry()
+        self._requests = Counter(
+            "sluice_requests",
+            "Requests answered, by path and HTTP status (499: client gone).",
+            ["path", "status"],
+            registry=self.registry,
+        )
+        self._attempts = Counter(
+            "sluice_upstream_attempts",
+            "Upstream attempts by connection and outcome.",
+            ["connection", "outcome"],
+            registry=self.registry,
+        )
+        self.streams = Gauge(
+            "sluice_streams_in_flight", "Streams being relayed now.", registry=self.registry
+        )
+        self._ttft = Histogram(
+            "sluice_time_to_first_token_seconds",
+            "From the request's arrival to its first content event.",
+            buckets=_TTFT_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(_BreakerCollector(breaker, clock))
+
+    def request(self, path: str, status: int, attempts: list[AttemptRecord]) -> None:
+        self._requests.labels(path, str(status)).inc()
+        for attempt in attempts:
+            self._attempts.labels(attempt.connection, attempt.outcome).inc()
+
+    def first_token(self, seconds: float) -> None:
+        self._ttft.observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
