@@ -395,3 +395,63 @@ async def test_metrics_show_attempts_breaker_states_and_first_tokens(
     assert 'sluice_requests_total{path="/v1/chat/completions",status="200"} 4.0' in text
     assert "sluice_time_to_first_token_seconds_count 4.0" in text
     assert "sluice_streams_in_flight 0.0" in text
+
+
+async def test_request_level_models_list_is_tried_after_the_model(
+    tmp_path: Path, pair: tuple[FakeUpstream, FakeUpstream]
+) -> None:
+    a, b = pair
+    a.queue(Reply.json({"error": {"message": "boom"}}, status=500))
+    body = json.dumps(
+        {
+            "model": "test/a",
+            "models": ["test/b"],
+            "stream": True,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    ).encode()
+    async with running_gateway(tmp_path, config(a, b)) as gw:
+        assert gw.dev_key is not None
+        resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", body, gw.dev_key.key))
+    assert served_by(resp) == ("standby_a", None, "conn_b", "test/b")
+
+
+async def test_model_level_fallbacks_from_the_catalog(
+    tmp_path: Path, pair: tuple[FakeUpstream, FakeUpstream]
+) -> None:
+    a, b = pair
+    a.queue(Reply.reset())
+    cfg = config(a, b).replace(
+        'providers = { conn_a = "model-a" }',
+        'providers = { conn_a = "model-a" }\nfallbacks = ["test/b"]',
+    )
+    body = json.dumps(
+        {"model": "test/a", "stream": False, "messages": [{"role": "user", "content": "hi"}]}
+    ).encode()
+    b.queue(
+        Reply.json(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "fallback"},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+            }
+        )
+    )
+    async with running_gateway(tmp_path, cfg) as gw:
+        assert gw.dev_key is not None
+        resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", body, gw.dev_key.key))
+    doc = resp.json()
+    assert (doc["route"], doc["route_name"], doc["connection"], doc["model"]) == (
+        "standby_a",
+        None,
+        "conn_b",
+        "test/b",
+    )
+    assert doc["choices"][0]["message"]["content"] == "fallback"
