@@ -15,7 +15,7 @@ from sluice.providers.registry import PROVIDERS
 ROOT = Path(__file__).parent.parent / "sluice"
 PURE = [
     *sorted((ROOT / "wire").glob("*.py")),
-    *sorted((ROOT / "providers").glob("*.py")),
+    *sorted((ROOT / "providers").rglob("*.py")),
     *sorted((ROOT / "metering").glob("*.py")),
     ROOT / "routing" / "plan.py",
     ROOT / "routing" / "catalog.py",

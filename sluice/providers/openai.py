@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-from msgspec import UNSET, Raw, Struct
+from msgspec import UNSET, Raw, Struct, UnsetType
 
 from sluice.errors import ApiError, UpstreamError
 from sluice.ids import IdFactory
@@ -64,7 +64,7 @@ class _StreamChoice(Struct):
     index: int = 0
     delta: _Delta | None = None
     finish_reason: str | None = None
-    logprobs: Raw | None = None
+    logprobs: Raw | UnsetType = UNSET  # (msgspec: a Raw in a union with None only takes null)
 
 
 class _PromptDetails(Struct):
@@ -115,7 +115,7 @@ class _CompletionChoice(Struct):
     index: int = 0
     message: _Message | None = None
     finish_reason: str | None = None
-    logprobs: Raw | None = None
+    logprobs: Raw | UnsetType = UNSET  # (msgspec: a Raw in a union with None only takes null)
 
 
 class _Completion(Struct):
@@ -127,6 +127,11 @@ _STREAM_CHUNK = msgspec.json.Decoder(_StreamChunk)
 _COMPLETION = msgspec.json.Decoder(_Completion)
 _ANY = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder()
+
+
+def _present(raw: Raw | UnsetType) -> Raw | UnsetType:
+    """A raw JSON value, or UNSET when it is absent or ``null``."""
+    return UNSET if raw is UNSET or bytes(raw) == b"null" else raw
 
 
 def _token_usage(usage: _Usage) -> TokenUsage:
@@ -217,7 +222,7 @@ class OpenAIStreamTranslator:
                 choice.index,
                 delta,
                 choice.finish_reason,
-                UNSET if choice.logprobs is None else choice.logprobs,
+                _present(choice.logprobs),
             )
         if chunk.usage is not None:
             self.usage = _token_usage(chunk.usage)
@@ -289,8 +294,9 @@ def parse_openai_completion(body: bytes, new_id: IdFactory) -> ParsedCompletion:
             ]
         finish = normalize_finish_reason(up.finish_reason or "stop", bool(msg.tool_calls))
         choice = CompletionChoice(up.index, message, finish)
-        if up.logprobs is not None:
-            choice.logprobs = up.logprobs
+        logprobs = _present(up.logprobs)
+        if logprobs is not UNSET:
+            choice.logprobs = logprobs
         choices.append(choice)
     usage = _token_usage(completion.usage) if completion.usage is not None else None
     return ParsedCompletion(choices, usage)

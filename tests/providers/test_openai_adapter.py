@@ -191,3 +191,42 @@ def test_error_keeps_provider_param_and_retry_after() -> None:
     assert err.message == "Invalid 'messages[0].content'"
     limited = adapter().parse_error(429, {"retry-after-ms": "1500"}, b"{}")
     assert limited.retry_after == 1.5
+
+
+def test_logprobs_objects_pass_through_and_null_is_dropped() -> None:
+    logprobs = {
+        "content": [{"token": "Hi", "logprob": -0.1, "bytes": [72, 105], "top_logprobs": []}],
+        "refusal": None,
+    }
+    stream = (
+        b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},'
+        b'"logprobs":null,"finish_reason":null}]}\n\n'
+        b'data: {"choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":'
+        + json.dumps(logprobs).encode()
+        + b',"finish_reason":null}]}\n\n'
+        b'data: {"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    req = decode_chat_request(b'{"model": "m", "messages": [{"role": "user", "content": "x"}]}')
+    translator = adapter().stream(req)
+    chunks = [
+        json.loads(msgspec.json.encode(c)) for c in translator.feed(stream) + translator.finish()
+    ]
+    assert chunks[1] == [
+        {"index": 0, "delta": {"content": "Hi"}, "finish_reason": None, "logprobs": logprobs}
+    ]
+    assert all("logprobs" not in c[0] for i, c in enumerate(chunks) if i != 1)
+    body = json.dumps(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "logprobs": logprobs,
+                    "message": {"role": "assistant", "content": "Hi"},
+                }
+            ]
+        }
+    )
+    parsed = adapter().parse_response(200, {}, body.encode())
+    assert json.loads(msgspec.json.encode(parsed.choices[0]))["logprobs"] == logprobs

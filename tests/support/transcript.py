@@ -21,17 +21,22 @@ FIXTURES = Path(__file__).parent.parent / "fixtures"
 UPDATE = os.environ.get("SLUICE_UPDATE_FIXTURES") == "1"
 
 
+def _plain(value: Any) -> Any:
+    """JSON-shaped builtins (raw JSON fields such as logprobs included)."""
+    return json.loads(msgspec.json.encode(value))
+
+
 def transcript(translator: StreamTranslator, pieces: list[bytes]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     error: ApiError | None = None
     for piece in pieces:
-        out += [{"choices": msgspec.to_builtins(c)} for c in translator.feed(piece)]
+        out += [{"choices": _plain(c)} for c in translator.feed(piece)]
         if translator.failure is not None:
             error = translator.failure
             break
     if error is None:
         try:
-            out += [{"choices": msgspec.to_builtins(c)} for c in translator.finish()]
+            out += [{"choices": _plain(c)} for c in translator.finish()]
         except ApiError as exc:
             error = exc
     end: dict[str, Any] = {
