@@ -1,0 +1,122 @@
+"""The ``anthropic`` adapter: request, whole answer and error in, our shapes out.
+
+``base_url`` is the host root (``https://api.anthropic.com``); a trailing ``/v1`` is
+tolerated so both spellings reach ``/v1/messages``. Authentication is ``x-api-key``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from sluice.errors import ApiError, UpstreamError
+from sluice.ids import IdFactory
+from sluice.providers.anthropic.request import anthropic_request
+from sluice.providers.anthropic.stream import AnthropicStreamTranslator
+from sluice.providers.anthropic.upstream import (
+    MESSAGE,
+    UsageCounter,
+    anthropic_error,
+    anthropic_stop_to_finish_reason,
+    error_detail,
+    tool_input_json,
+)
+from sluice.providers.base import ParsedCompletion, Target, UpstreamRequest
+from sluice.providers.errors import retry_after_seconds
+from sluice.providers.normalize import normalize_finish_reason
+from sluice.wire.chat import ChatRequest
+from sluice.wire.chunks import (
+    CompletionChoice,
+    ResponseFunctionCall,
+    ResponseMessage,
+    ResponseToolCall,
+)
+
+ANTHROPIC_VERSION = "2023-06-01"
+_ENCODER = msgspec.json.Encoder()
+
+
+def messages_url(base_url: str) -> str:
+    root = base_url.rstrip("/")
+    if root.endswith("/v1"):
+        root = root[: -len("/v1")]
+    return root + "/v1/messages"
+
+
+def parse_anthropic_message(body: bytes, new_id: IdFactory) -> ParsedCompletion:
+    """A whole Message: text blocks joined into ``content``, thinking into
+    ``reasoning_content``, ``tool_use`` blocks into tool calls (``input`` as JSON text)."""
+    try:
+        message = MESSAGE.decode(body)
+    except msgspec.DecodeError:
+        message = None
+    if message is None or message.type != "message":
+        raise UpstreamError(
+            "The provider sent a malformed response.", code="upstream_malformed_response"
+        )
+    texts: list[str] = []
+    thoughts: list[str] = []
+    calls: list[ResponseToolCall] = []
+    for block in message.content:
+        if block.type == "text":
+            texts.append(block.text or "")
+        elif block.type == "thinking":
+            thoughts.append(block.thinking or "")
+        elif block.type == "tool_use":
+            calls.append(
+                ResponseToolCall(
+                    id=block.id or new_id("call"),
+                    function=ResponseFunctionCall(
+                        name=block.name or "", arguments=tool_input_json(block)
+                    ),
+                )
+            )
+    result = ResponseMessage(content="".join(texts) if texts or not calls else None)
+    if thoughts:
+        result.reasoning_content = "".join(thoughts)
+    if calls:
+        result.tool_calls = calls
+    reason = anthropic_stop_to_finish_reason(message.stop_reason)
+    finish = normalize_finish_reason(reason, bool(calls))
+    usage = UsageCounter().update(message.usage) if message.usage is not None else None
+    return ParsedCompletion([CompletionChoice(0, result, finish)], usage)
+
+
+def parse_anthropic_error(status: int, headers: Mapping[str, str], body: bytes) -> ApiError:
+    return anthropic_error(status, error_detail(body), retry_after_seconds(headers))
+
+
+class AnthropicAdapter:
+    """``anthropic`` connections (the Messages API)."""
+
+    def __init__(self, kind: str, new_id: IdFactory) -> None:
+        self.kind = kind
+        self._new_id = new_id
+
+    def build_request(self, req: ChatRequest, target: Target) -> UpstreamRequest:
+        conn = target.connection
+        headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
+        if req.is_stream:
+            headers["accept"] = "text/event-stream"
+            headers["accept-encoding"] = "identity"
+        if conn.api_key is not None:
+            headers["x-api-key"] = conn.api_key.reveal()
+        return UpstreamRequest(
+            method="POST",
+            url=messages_url(conn.base_url),
+            headers=headers,
+            body=_ENCODER.encode(anthropic_request(req, target.native_model)),
+            stream=req.is_stream,
+        )
+
+    def parse_response(
+        self, status: int, headers: Mapping[str, str], body: bytes
+    ) -> ParsedCompletion:
+        return parse_anthropic_message(body, self._new_id)
+
+    def parse_error(self, status: int, headers: Mapping[str, str], body: bytes) -> ApiError:
+        return parse_anthropic_error(status, headers, body)
+
+    def stream(self, req: ChatRequest) -> AnthropicStreamTranslator:
+        return AnthropicStreamTranslator(self._new_id)

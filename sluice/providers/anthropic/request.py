@@ -1,0 +1,378 @@
+"""Our chat request → the body of an Anthropic Messages request.
+
+What is not obvious:
+
+- System and developer messages, wherever they stand, are lifted into ``system`` in
+  order: one string (blocks joined by a blank line), or a list of text blocks when any
+  part carries ``cache_control`` (kept on each block, as on user text and image parts).
+- Anthropic needs user and assistant turns to alternate: neighbours of one role are
+  merged into one turn. Tool results are ``tool_result`` blocks of a user turn, so
+  consecutive tool messages, and user text right after them, share one turn. Empty
+  text is dropped (Anthropic rejects empty text blocks), and a message left empty too.
+- ``reasoning_effort`` → ``thinking: {type: "enabled", budget_tokens}`` from
+  :data:`THINKING_BUDGETS` (``none``: no thinking). As in OpenAI's API, the client's
+  ``max_tokens`` counts thinking too: the budget is capped below it and a cap under
+  Anthropic's minimum budget (1024) is refused. Without a client cap the answer keeps
+  :data:`DEFAULT_MAX_TOKENS` on top of the budget.
+- ``response_format`` ``json_schema`` → ``output_config.format`` (Anthropic's
+  structured outputs: the text answer is JSON that fits the schema); ``json_object``
+  has no equivalent and is not sent.
+- ``temperature`` is passed as given (Anthropic's range is 0 to 1; it answers 400
+  above). ``seed``, penalties, ``logprobs``, ``logit_bias`` and an image's ``detail``
+  have no equivalent and are dropped, and so is an assistant's ``reasoning_content``:
+  Anthropic takes thinking back only with the signature it issued, which our format
+  does not carry. ``n > 1`` is refused: Anthropic returns one answer per request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, Raw, Struct, UnsetType
+
+from sluice.errors import InvalidRequestError
+from sluice.wire.chat import (
+    AssistantMessage,
+    ChatRequest,
+    DeveloperMessage,
+    ImagePart,
+    JsonSchemaFormat,
+    NamedToolChoice,
+    RefusalPart,
+    ResponseFormat,
+    SystemMessage,
+    TextPart,
+    ToolMessage,
+    UserContentPart,
+    UserMessage,
+)
+
+DEFAULT_MAX_TOKENS = 4096
+"""``max_tokens`` when the client sets none (Anthropic requires one)."""
+
+MIN_THINKING_BUDGET = 1024
+THINKING_BUDGETS: Mapping[str, int] = MappingProxyType(
+    {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768}
+)
+"""``reasoning_effort`` → ``thinking.budget_tokens``."""
+
+_ANY = msgspec.json.Decoder()
+
+# --- Anthropic's request format (encode only) ---------------------------------------
+
+
+class TextBlock(Struct, tag_field="type", tag="text"):
+    text: str
+    cache_control: Raw | UnsetType = UNSET
+
+
+class Base64Source(Struct, tag_field="type", tag="base64"):
+    media_type: str
+    data: str
+
+
+class UrlSource(Struct, tag_field="type", tag="url"):
+    url: str
+
+
+class ImageBlock(Struct, tag_field="type", tag="image"):
+    source: Base64Source | UrlSource
+    cache_control: Raw | UnsetType = UNSET
+
+
+class ToolUseBlock(Struct, tag_field="type", tag="tool_use"):
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultBlock(Struct, tag_field="type", tag="tool_result"):
+    tool_use_id: str
+    content: str | list[TextBlock] | UnsetType = UNSET
+
+
+Block = TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock
+
+
+class MessageParam(Struct):
+    role: str
+    content: str | list[Block]
+
+
+class ToolParam(Struct):
+    name: str
+    input_schema: dict[str, Any]
+    description: str | UnsetType = UNSET
+    strict: bool | UnsetType = UNSET
+
+
+class ToolChoiceParam(Struct):
+    type: str
+    name: str | UnsetType = UNSET
+    disable_parallel_tool_use: bool | UnsetType = UNSET
+
+
+class ThinkingParam(Struct, tag_field="type", tag="enabled"):
+    budget_tokens: int
+
+
+class OutputFormat(Struct, tag_field="type", tag="json_schema"):
+    schema: dict[str, Any]
+
+
+class OutputConfig(Struct):
+    format: OutputFormat
+
+
+class Metadata(Struct):
+    user_id: str
+
+
+class MessagesRequest(Struct):
+    model: str
+    max_tokens: int
+    messages: list[MessageParam]
+    system: str | list[TextBlock] | UnsetType = UNSET
+    stop_sequences: list[str] | UnsetType = UNSET
+    temperature: float | UnsetType = UNSET
+    top_p: float | UnsetType = UNSET
+    tools: list[ToolParam] | UnsetType = UNSET
+    tool_choice: ToolChoiceParam | UnsetType = UNSET
+    thinking: ThinkingParam | UnsetType = UNSET
+    output_config: OutputConfig | UnsetType = UNSET
+    metadata: Metadata | UnsetType = UNSET
+    stream: bool | UnsetType = UNSET
+
+
+# --- building it ---------------------------------------------------------------------
+
+
+def anthropic_request(req: ChatRequest, native_model: str) -> MessagesRequest:
+    if req.choice_count > 1:
+        raise InvalidRequestError(
+            "This provider returns one choice per request; n must be 1.", param="n"
+        )
+    system, messages = _conversation(req)
+    max_tokens, thinking = _output_budget(req)
+    user = req.user
+    return MessagesRequest(
+        model=native_model,
+        max_tokens=max_tokens,
+        messages=messages,
+        system=system,
+        stop_sequences=req.stop_sequences or UNSET,
+        temperature=_given(req.temperature),
+        top_p=_given(req.top_p),
+        tools=_tools(req),
+        tool_choice=_tool_choice(req),
+        thinking=thinking,
+        output_config=_output_config(req.response_format),
+        metadata=Metadata(user) if isinstance(user, str) else UNSET,
+        stream=True if req.is_stream else UNSET,
+    )
+
+
+def _given(value: float | UnsetType | None) -> float | UnsetType:
+    return UNSET if value is None else value
+
+
+class _Turns:
+    """The conversation in Anthropic's alternation: neighbours of one role merged."""
+
+    __slots__ = ("_turns",)
+
+    def __init__(self) -> None:
+        self._turns: list[tuple[str, list[Block]]] = []
+
+    def add(self, role: str, blocks: list[Block]) -> None:
+        if not blocks:
+            return
+        if self._turns and self._turns[-1][0] == role:
+            self._turns[-1][1].extend(blocks)
+        else:
+            self._turns.append((role, blocks))
+
+    def messages(self) -> list[MessageParam]:
+        return [MessageParam(role, _compact(blocks)) for role, blocks in self._turns]
+
+
+def _compact(blocks: list[Block]) -> str | list[Block]:
+    """A turn of one plain text block is sent as a string, as people write it."""
+    if len(blocks) == 1:
+        only = blocks[0]
+        if isinstance(only, TextBlock) and only.cache_control is UNSET:
+            return only.text
+    return blocks
+
+
+def _conversation(req: ChatRequest) -> tuple[str | list[TextBlock] | UnsetType, list[MessageParam]]:
+    system: list[TextBlock] = []
+    turns = _Turns()
+    for i, message in enumerate(req.messages):
+        if isinstance(message, SystemMessage | DeveloperMessage):
+            system += _text_blocks(message.content)
+        elif isinstance(message, UserMessage):
+            turns.add("user", _user_blocks(i, message.content))
+        elif isinstance(message, AssistantMessage):
+            turns.add("assistant", _assistant_blocks(i, message))
+        elif isinstance(message, ToolMessage):
+            turns.add("user", [_tool_result(message)])
+        else:
+            raise InvalidRequestError(
+                "Messages with role 'function' are not supported by this provider; "
+                "send tool messages instead.",
+                param=f"messages[{i}]",
+            )
+    return _system(system), turns.messages()
+
+
+def _system(blocks: list[TextBlock]) -> str | list[TextBlock] | UnsetType:
+    if not blocks:
+        return UNSET
+    if any(b.cache_control is not UNSET for b in blocks):
+        return blocks
+    return "\n\n".join(b.text for b in blocks)
+
+
+def _text_blocks(content: str | list[TextPart]) -> list[TextBlock]:
+    parts = [TextPart(content)] if isinstance(content, str) else content
+    return [TextBlock(p.text, p.cache_control) for p in parts if p.text]
+
+
+def _user_blocks(i: int, content: str | list[UserContentPart]) -> list[Block]:
+    if isinstance(content, str):
+        return [TextBlock(content)] if content else []
+    blocks: list[Block] = []
+    for j, part in enumerate(content):
+        if isinstance(part, TextPart):
+            if part.text:
+                blocks.append(TextBlock(part.text, part.cache_control))
+        elif isinstance(part, ImagePart):
+            param = f"messages[{i}].content[{j}].image_url.url"
+            blocks.append(ImageBlock(_image_source(part.image_url.url, param), part.cache_control))
+        else:
+            raise InvalidRequestError(
+                "This provider accepts text and image content parts only.",
+                param=f"messages[{i}].content[{j}]",
+            )
+    return blocks
+
+
+def _image_source(url: str, param: str) -> Base64Source | UrlSource:
+    if url.startswith(("https://", "http://")):
+        return UrlSource(url)
+    header, comma, data = url.partition(",")
+    if url.startswith("data:") and comma and header.endswith(";base64"):
+        return Base64Source(media_type=header[len("data:") : -len(";base64")], data=data)
+    raise InvalidRequestError("An image must be an http(s) URL or a base64 data: URL.", param=param)
+
+
+def _assistant_blocks(i: int, message: AssistantMessage) -> list[Block]:
+    content = message.content
+    blocks: list[Block] = []
+    if isinstance(content, str) and content:
+        blocks.append(TextBlock(content))
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, TextPart) and part.text:
+                blocks.append(TextBlock(part.text, part.cache_control))
+            elif isinstance(part, RefusalPart) and part.refusal:
+                blocks.append(TextBlock(part.refusal))
+    if isinstance(message.tool_calls, list):
+        for j, call in enumerate(message.tool_calls):
+            param = f"messages[{i}].tool_calls[{j}].function.arguments"
+            fn = call.function
+            blocks.append(ToolUseBlock(call.id, fn.name, _tool_input(fn.arguments, param)))
+    return blocks
+
+
+def _tool_input(arguments: str, param: str) -> dict[str, Any]:
+    """A tool call's ``arguments`` as the JSON object Anthropic wants (empty: ``{}``)."""
+    try:
+        value = _ANY.decode(arguments) if arguments.strip() else {}
+    except msgspec.DecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise InvalidRequestError("Tool call arguments must be a JSON object.", param=param)
+    return value
+
+
+def _tool_result(message: ToolMessage) -> ToolResultBlock:
+    content = message.content
+    if isinstance(content, str):
+        return ToolResultBlock(message.tool_call_id, content or UNSET)
+    return ToolResultBlock(message.tool_call_id, _text_blocks(content) or UNSET)
+
+
+def _tools(req: ChatRequest) -> list[ToolParam] | UnsetType:
+    if not req.tool_list:
+        return UNSET
+    tools = []
+    for tool in req.tool_list:
+        fn = tool.function
+        schema = fn.parameters if isinstance(fn.parameters, dict) else None
+        tools.append(
+            ToolParam(
+                name=fn.name,
+                input_schema=schema or {"type": "object", "properties": {}},
+                description=fn.description,
+                strict=True if fn.strict is True else UNSET,
+            )
+        )
+    return tools
+
+
+def _tool_choice(req: ChatRequest) -> ToolChoiceParam | UnsetType:
+    """Sent only with tools; ``parallel_tool_calls: false`` rides on it."""
+    if not req.tool_list:
+        return UNSET
+    choice = req.tool_choice
+    single: bool | UnsetType = True if req.parallel_tool_calls is False else UNSET
+    if choice == "none":
+        return ToolChoiceParam("none")
+    if choice == "required":
+        return ToolChoiceParam("any", disable_parallel_tool_use=single)
+    if isinstance(choice, NamedToolChoice):
+        return ToolChoiceParam("tool", name=choice.function.name, disable_parallel_tool_use=single)
+    if choice == "auto" or single is True:
+        return ToolChoiceParam("auto", disable_parallel_tool_use=single)
+    return UNSET
+
+
+def _output_budget(req: ChatRequest) -> tuple[int, ThinkingParam | UnsetType]:
+    """``max_tokens`` and the thinking budget inside it."""
+    ceiling = req.output_ceiling
+    effort = req.reasoning_effort
+    if not isinstance(effort, str) or effort == "none":
+        return ceiling or DEFAULT_MAX_TOKENS, UNSET
+    budget = THINKING_BUDGETS.get(effort)
+    if budget is None:
+        known = ", ".join(["none", *THINKING_BUDGETS])
+        raise InvalidRequestError(
+            f"reasoning_effort must be one of {known}.", param="reasoning_effort"
+        )
+    if ceiling is None:
+        return DEFAULT_MAX_TOKENS + budget, ThinkingParam(budget)
+    budget = min(budget, ceiling - 1)
+    if budget < MIN_THINKING_BUDGET:
+        raise InvalidRequestError(
+            f"With reasoning_effort, this provider needs max_tokens above "
+            f"{MIN_THINKING_BUDGET} (thinking counts toward it).",
+            param="max_tokens",
+        )
+    return ceiling, ThinkingParam(budget)
+
+
+def _output_config(fmt: ResponseFormat | UnsetType | None) -> OutputConfig | UnsetType:
+    if not isinstance(fmt, ResponseFormat) or fmt.type != "json_schema":
+        return UNSET
+    spec = fmt.json_schema
+    if not isinstance(spec, JsonSchemaFormat) or not isinstance(spec.schema, dict):
+        raise InvalidRequestError(
+            "response_format json_schema needs a schema.",
+            param="response_format.json_schema.schema",
+        )
+    return OutputConfig(OutputFormat(spec.schema))
