@@ -89,6 +89,11 @@ class ChunkEmitter:
         if finish_reason is not None:
             self.finish(index, finish_reason)
 
+    def start(self, index: int) -> None:
+        """Open a choice (its role chunk) before any content, as a message-start event does."""
+        if index not in self._choices:
+            self._start(index)
+
     def text(self, index: int, text: str) -> None:
         if text:
             self.delta(index, Delta(content=text))

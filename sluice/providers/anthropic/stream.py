@@ -32,7 +32,6 @@ from sluice.providers.anthropic.upstream import (
 )
 from sluice.providers.base import ChunkBatch
 from sluice.providers.normalize import ChunkEmitter
-from sluice.wire import chunks
 from sluice.wire.sse import ServerSentEvent, SSEDecoder
 
 
@@ -118,7 +117,7 @@ class AnthropicStreamTranslator:
             case "content_block_stop":
                 self._block_stop(event.index)
             case "message_start":
-                self._emit.delta(0, chunks.Delta())  # opens the choice: the role chunk
+                self._emit.start(0)
                 if event.message is not None and event.message.usage is not None:
                     self.usage = self._counter.update(event.message.usage)
             case "message_delta":
