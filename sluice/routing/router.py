@@ -26,7 +26,10 @@ from sluice.transport.http import HttpTransport, UpstreamResponse
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import Choice
 
-_SECRETISH = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{8,}|\bBearer\s+\S+", re.IGNORECASE)
+_SECRETISH = re.compile(
+    r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{8,}|\bAIza[0-9A-Za-z_\-]{35}\b|\bBearer\s+\S+",
+    re.IGNORECASE,
+)
 _MAX_COMPLETION_BYTES = 64 * 1024 * 1024
 _T = TypeVar("_T")
 

@@ -1,0 +1,66 @@
+"""Google's Gemini API (``generativelanguage``, v1beta), natively — not its OpenAI layer.
+
+``POST {base}/v1beta/models/{model}:streamGenerateContent?alt=sse`` (or
+``:generateContent``) with the key in ``x-goog-api-key``, never in the URL. A native
+model containing ``/`` is a full resource name (``tunedModels/x``) and is used as is.
+The package splits by concern: :mod:`.wire` (the upstream format), :mod:`.request`,
+:mod:`.response` (stream translator and whole answers), :mod:`.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import quote
+
+from sluice.errors import ApiError
+from sluice.ids import IdFactory
+from sluice.providers.base import ParsedCompletion, Target, UpstreamRequest
+from sluice.providers.gemini.errors import parse_gemini_error
+from sluice.providers.gemini.request import gemini_body
+from sluice.providers.gemini.response import GeminiStreamTranslator, parse_gemini_completion
+from sluice.providers.gemini.wire import ENCODER
+from sluice.wire.chat import ChatRequest
+
+__all__ = ("GeminiAdapter", "GeminiStreamTranslator")
+
+
+def model_path(native_model: str) -> str:
+    """``models/<id>`` for a plain model id, a resource name as given; each segment quoted."""
+    name = native_model if "/" in native_model else "models/" + native_model
+    return "/".join(quote(segment, safe="") for segment in name.split("/"))
+
+
+class GeminiAdapter:
+    """``gemini`` connections."""
+
+    def __init__(self, kind: str, new_id: IdFactory) -> None:
+        self.kind = kind
+        self._new_id = new_id
+
+    def build_request(self, req: ChatRequest, target: Target) -> UpstreamRequest:
+        conn = target.connection
+        method = "streamGenerateContent?alt=sse" if req.is_stream else "generateContent"
+        headers = {"content-type": "application/json"}
+        if req.is_stream:
+            headers["accept"] = "text/event-stream"
+            headers["accept-encoding"] = "identity"
+        if conn.api_key is not None:
+            headers["x-goog-api-key"] = conn.api_key.reveal()
+        return UpstreamRequest(
+            method="POST",
+            url=f"{conn.base_url.rstrip('/')}/v1beta/{model_path(target.native_model)}:{method}",
+            headers=headers,
+            body=ENCODER.encode(gemini_body(req)),
+            stream=req.is_stream,
+        )
+
+    def parse_response(
+        self, status: int, headers: Mapping[str, str], body: bytes
+    ) -> ParsedCompletion:
+        return parse_gemini_completion(body, self._new_id)
+
+    def parse_error(self, status: int, headers: Mapping[str, str], body: bytes) -> ApiError:
+        return parse_gemini_error(status, headers, body)
+
+    def stream(self, req: ChatRequest) -> GeminiStreamTranslator:
+        return GeminiStreamTranslator(self._new_id)
