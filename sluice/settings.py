@@ -53,8 +53,9 @@ def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSet
     if not base_url:
         raise ConfigError(f"connection {conf.id!r}: base_url is required for {spec.kind}")
     region = conf.region
-    if "{region}" in base_url:
+    if spec.needs_region or "{region}" in base_url:
         region = region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if "{region}" in base_url:
         if not region:
             raise ConfigError(
                 f"connection {conf.id!r}: set `region` (or AWS_REGION) for {spec.kind}"
@@ -70,6 +71,10 @@ def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSet
             key = Secret(value)
         elif spec.needs_key:
             raise ConfigError(f"connection {conf.id!r}: environment variable {key_var} is not set")
+    if spec.needs_region and key is None and not region:
+        raise ConfigError(
+            f"connection {conf.id!r}: set `region` (or AWS_REGION) to sign {spec.kind} requests"
+        )
     return ConnectionSettings(
         id=conf.id,
         provider=spec.kind,

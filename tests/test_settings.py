@@ -111,3 +111,41 @@ def test_bad_configs_fail_loudly(toml: str, env: dict[str, str], message: str) -
         settings(toml, env)
     assert message.lower() in str(info.value).lower()
     assert "sk-" not in str(info.value)
+
+
+def test_bedrock_region_from_config_or_environment() -> None:
+    toml = '[[connections]]\nid = "conn_br"\nprovider = "aws-bedrock"\nregion = "eu-west-1"\n'
+    (conn,) = [c for c in settings(toml).connections if c.id == "conn_br"]
+    assert conn.base_url == "https://bedrock-runtime.eu-west-1.amazonaws.com"
+    assert conn.region == "eu-west-1" and conn.api_key is None
+    plain = '[[connections]]\nid = "conn_br"\nprovider = "aws-bedrock"\n'
+    (conn,) = [
+        c for c in settings(plain, {"AWS_REGION": "us-west-2"}).connections if c.id == "conn_br"
+    ]
+    assert conn.base_url == "https://bedrock-runtime.us-west-2.amazonaws.com"
+    with pytest.raises(ConfigError, match="region"):
+        settings(plain)
+    custom = plain + 'base_url = "https://bedrock.example.internal"\n'
+    with pytest.raises(ConfigError, match="region"):
+        settings(custom)
+    keyed = custom + 'api_key_env = "BR_KEY"\n'
+    (conn,) = [c for c in settings(keyed, {"BR_KEY": "k"}).connections if c.id == "conn_br"]
+    assert conn.region is None and conn.api_key is not None
+
+
+def test_anthropic_and_gemini_keys_in_the_environment() -> None:
+    s = settings(
+        env={
+            "ANTHROPIC_API_KEY": "a",
+            "GEMINI_API_KEY": "g",
+            "AWS_BEARER_TOKEN_BEDROCK": "b",
+            "AWS_REGION": "us-east-1",
+        }
+    )
+    ids = {c.id: c.base_url for c in s.connections}
+    assert ids == {
+        "conn_anthropic": "https://api.anthropic.com",
+        "conn_gemini": "https://generativelanguage.googleapis.com",
+        "conn_aws_bedrock": "https://bedrock-runtime.us-east-1.amazonaws.com",
+        "conn_demo": "demo://local",
+    }

@@ -26,6 +26,8 @@ class ProviderSpec(msgspec.Struct, frozen=True):
     needs_key: bool = True
     local: bool = False
     """Served in-process (no network, no credentials)."""
+    needs_region: bool = False
+    """Signed for a region (AWS): one is required unless the connection has an API key."""
 
 
 def _adapter(module: str, name: str) -> Callable[[str, IdFactory], Adapter]:
@@ -60,6 +62,7 @@ PROVIDERS: tuple[ProviderSpec, ...] = (
         "https://bedrock-runtime.{region}.amazonaws.com",
         "AWS_BEARER_TOKEN_BEDROCK",
         needs_key=False,
+        needs_region=True,
     ),
     ProviderSpec("deepseek", _OPENAI, "https://api.deepseek.com", "DEEPSEEK_API_KEY"),
     ProviderSpec("openai-compatible", _OPENAI, None, needs_key=False),

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 import aiohttp
+from yarl import URL
 
 from sluice.config import Timeouts
 from sluice.errors import ApiError, RequestTimeoutError, UpstreamError
@@ -224,7 +225,7 @@ class HttpTransport:
         try:
             resp = await self._session.request(
                 req.method,
-                req.url,
+                URL(req.url, encoded=True),  # sent exactly as built (and as signed)
                 data=req.body,
                 headers=headers,
                 timeout=timeout,

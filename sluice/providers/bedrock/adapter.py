@@ -1,0 +1,190 @@
+"""The ``aws-bedrock`` adapter: Converse over HTTP, signed by the transport.
+
+The model id goes in the path percent-encoded as one segment (inference-profile ARNs
+hold ``:`` and ``/``). With an API key on the connection (Bedrock API keys) the
+request carries ``Authorization: Bearer``; otherwise it asks the transport for SigV4
+with the connection's region, or the region named by a standard runtime host.
+Errors are typed by the ``x-amzn-errortype`` header (or a ``__type`` field).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from urllib.parse import quote, urlsplit
+
+import msgspec
+from msgspec import Raw, Struct
+
+from sluice.errors import ApiError, UpstreamError
+from sluice.ids import IdFactory
+from sluice.providers.base import AwsSigning, ParsedCompletion, Target, UpstreamRequest
+from sluice.providers.bedrock.mapping import (
+    Usage,
+    bedrock_error,
+    error_type_name,
+    finish_reason,
+    token_usage,
+)
+from sluice.providers.bedrock.request import converse_body
+from sluice.providers.bedrock.stream import BedrockStreamTranslator
+from sluice.providers.errors import retry_after_seconds
+from sluice.providers.normalize import normalize_finish_reason
+from sluice.wire.chat import ChatRequest
+from sluice.wire.chunks import (
+    CompletionChoice,
+    ResponseFunctionCall,
+    ResponseMessage,
+    ResponseToolCall,
+)
+
+SIGNING_SERVICE = "bedrock"
+EVENTSTREAM = "application/vnd.amazon.eventstream"
+_RUNTIME_HOST = re.compile(r"^bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com$")
+
+# --- the Converse response (decode only) ------------------------------------------------
+
+
+class _ToolUse(Struct, rename="camel"):
+    tool_use_id: str = ""
+    name: str = ""
+    input: Raw = msgspec.field(default_factory=lambda: Raw(b"{}"))
+    type: str | None = None
+
+
+class _ReasoningText(Struct):
+    text: str = ""
+
+
+class _Reasoning(Struct, rename="camel"):
+    reasoning_text: _ReasoningText | None = None
+
+
+class _Block(Struct, rename="camel"):
+    text: str | None = None
+    tool_use: _ToolUse | None = None
+    reasoning_content: _Reasoning | None = None
+
+
+class _Message(Struct):
+    content: list[_Block] = []
+
+
+class _Output(Struct):
+    message: _Message | None = None
+
+
+class _ConverseResponse(Struct, rename="camel"):
+    output: _Output | None = None
+    stop_reason: str | None = None
+    usage: Usage | None = None
+
+
+class _ErrorBody(Struct):
+    message: str | None = None
+    capital_message: str | None = msgspec.field(default=None, name="Message")
+    type: str | None = msgspec.field(default=None, name="__type")
+
+
+_RESPONSE = msgspec.json.Decoder(_ConverseResponse)
+_ERROR = msgspec.json.Decoder(_ErrorBody)
+
+
+def parse_converse_response(body: bytes, new_id: IdFactory) -> ParsedCompletion:
+    try:
+        response = _RESPONSE.decode(body)
+    except msgspec.DecodeError:
+        raise UpstreamError(
+            "The provider sent a malformed response.", code="upstream_malformed_response"
+        ) from None
+    if response.output is None or response.output.message is None:
+        raise UpstreamError("The provider's response has no message.", code="upstream_empty")
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[ResponseToolCall] = []
+    for block in response.output.message.content:
+        if block.text is not None:
+            texts.append(block.text)
+        thought = block.reasoning_content
+        if thought is not None and thought.reasoning_text is not None:
+            reasoning.append(thought.reasoning_text.text)
+        tool = block.tool_use
+        if tool is not None and tool.type != "server_tool_use":
+            args = bytes(tool.input).decode()
+            function = ResponseFunctionCall(name=tool.name, arguments=args)
+            calls.append(ResponseToolCall(id=tool.tool_use_id or new_id("call"), function=function))
+    message = ResponseMessage(content="".join(texts) if texts else None)
+    if reasoning:
+        message.reasoning_content = "".join(reasoning)
+    if calls:
+        message.tool_calls = calls
+    finish = normalize_finish_reason(finish_reason(response.stop_reason), bool(calls))
+    usage = token_usage(response.usage) if response.usage is not None else None
+    return ParsedCompletion([CompletionChoice(0, message, finish)], usage)
+
+
+def parse_bedrock_error(status: int, headers: Mapping[str, str], body: bytes) -> ApiError:
+    try:
+        doc = _ERROR.decode(body)
+    except msgspec.DecodeError:
+        doc = _ErrorBody()
+    error_type = error_type_name(headers.get("x-amzn-errortype") or doc.type)
+    message = doc.message or doc.capital_message
+    return bedrock_error(error_type, status, message, retry_after_seconds(headers))
+
+
+def signing_region(target: Target) -> str:
+    conn = target.connection
+    if conn.region:
+        return conn.region
+    found = _RUNTIME_HOST.match(urlsplit(conn.base_url).hostname or "")
+    if found is None:
+        raise UpstreamError(
+            f"Connection {conn.id!r} needs a region to sign Bedrock requests.",
+            code="upstream_misconfigured",
+        )
+    return found.group(1)
+
+
+class BedrockAdapter:
+    """``aws-bedrock`` connections: the Converse API of Bedrock Runtime."""
+
+    def __init__(self, kind: str, new_id: IdFactory) -> None:
+        self.kind = kind
+        self._new_id = new_id
+
+    def build_request(self, req: ChatRequest, target: Target) -> UpstreamRequest:
+        conn = target.connection
+        body = converse_body(req, target.native_model)
+        action = "converse-stream" if req.is_stream else "converse"
+        model = quote(target.native_model, safe="")
+        headers = {"content-type": "application/json"}
+        if req.is_stream:
+            headers["accept"] = EVENTSTREAM
+            headers["accept-encoding"] = "identity"
+        else:
+            headers["accept"] = "application/json"
+        signing = None
+        if conn.api_key is not None:
+            headers["authorization"] = "Bearer " + conn.api_key.reveal()
+        else:
+            signing = AwsSigning(service=SIGNING_SERVICE, region=signing_region(target))
+        return UpstreamRequest(
+            method="POST",
+            url=f"{conn.base_url.rstrip('/')}/model/{model}/{action}",
+            headers=headers,
+            body=body,
+            stream=req.is_stream,
+            aws_sigv4=signing,
+        )
+
+    def parse_response(
+        self, status: int, headers: Mapping[str, str], body: bytes
+    ) -> ParsedCompletion:
+        return parse_converse_response(body, self._new_id)
+
+    def parse_error(self, status: int, headers: Mapping[str, str], body: bytes) -> ApiError:
+        return parse_bedrock_error(status, headers, body)
+
+    def stream(self, req: ChatRequest) -> BedrockStreamTranslator:
+        return BedrockStreamTranslator(self._new_id)
