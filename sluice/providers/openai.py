@@ -19,13 +19,13 @@ from sluice.errors import ApiError, UpstreamError
 from sluice.ids import IdFactory
 from sluice.metering.tokens import TokenUsage
 from sluice.providers.base import (
-    ChunkBatch,
     ParsedCompletion,
     Target,
     UpstreamRequest,
 )
 from sluice.providers.errors import error_for_status, retry_after_seconds
-from sluice.providers.normalize import ChunkEmitter, normalize_finish_reason
+from sluice.providers.normalize import normalize_finish_reason
+from sluice.providers.sse_stream import SSEStreamTranslator, malformed_event
 from sluice.wire.chat import ChatRequest, StreamOptions
 from sluice.wire.chunks import (
     CompletionChoice,
@@ -36,7 +36,7 @@ from sluice.wire.chunks import (
     ResponseToolCall,
     ToolCallDelta,
 )
-from sluice.wire.sse import ServerSentEvent, SSEDecoder
+from sluice.wire.sse import ServerSentEvent
 
 # --- the upstream's wire format (decode only) ------------------------------------------
 
@@ -166,39 +166,12 @@ def _error_text(detail: _ErrorDetail | str) -> tuple[str, str | None]:
 # --- streaming -------------------------------------------------------------------------
 
 
-class OpenAIStreamTranslator:
+class OpenAIStreamTranslator(SSEStreamTranslator):
     """OpenAI chat-completion chunks in, normalized chunks out."""
 
-    __slots__ = ("_emit", "_ids", "_sse", "done", "failure", "usage")
-
     def __init__(self, new_id: IdFactory) -> None:
-        self._sse = SSEDecoder()
-        self._emit = ChunkEmitter(new_id)
+        super().__init__(new_id)
         self._ids: dict[int, list[str]] = {}
-        self.usage: TokenUsage | None = None
-        self.failure: ApiError | None = None
-        self.done = False
-
-    @property
-    def output_chars(self) -> int:
-        return self._emit.output_chars
-
-    def feed(self, data: bytes) -> ChunkBatch:
-        if self.failure is None and not self.done:
-            for event in self._sse.feed(data):
-                self._event(event)
-                if self.failure is not None or self.done:
-                    break
-        return self._emit.take()
-
-    def finish(self) -> ChunkBatch:
-        if self.failure is None and not self.done:
-            for event in self._sse.flush():
-                self._event(event)
-        if self.failure is not None:
-            raise self.failure
-        self._emit.check_complete()
-        return self._emit.take()
 
     def _event(self, event: ServerSentEvent) -> None:
         if event.is_done:
@@ -207,9 +180,7 @@ class OpenAIStreamTranslator:
         try:
             chunk = _STREAM_CHUNK.decode(event.data)
         except msgspec.DecodeError:
-            self.failure = UpstreamError(
-                "The provider sent a malformed stream event.", code="upstream_malformed_event"
-            )
+            self.failure = malformed_event()
             return
         if chunk.error is not None or event.event == "error":
             message, code = _error_text(chunk.error or "The provider reported an error.")

@@ -30,7 +30,7 @@ from tests.support.transcript import FIXTURES, transcript
 
 COMPLETE = [
     "text",
-    "tool_call_arguments",
+    "tool_call_fragments",
     "parallel_tool_calls",
     "text_then_tool",
     "thinking",

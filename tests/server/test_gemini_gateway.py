@@ -90,7 +90,7 @@ async def test_stream_text_usage_and_the_request_gemini_receives(
 
 
 ARGS: dict[str, dict[int, tuple[str, Any]]] = {
-    "tool_call_arguments": {
+    "tool_call_fragments": {
         0: (
             "search_places",
             {

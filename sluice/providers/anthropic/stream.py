@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import msgspec
 
-from sluice.errors import ApiError, UpstreamError
 from sluice.ids import IdFactory
-from sluice.metering.tokens import TokenUsage
 from sluice.providers.anthropic.upstream import (
     STREAM_EVENT,
     ContentBlock,
@@ -30,9 +28,8 @@ from sluice.providers.anthropic.upstream import (
     error_detail,
     tool_input_json,
 )
-from sluice.providers.base import ChunkBatch
-from sluice.providers.normalize import ChunkEmitter
-from sluice.wire.sse import ServerSentEvent, SSEDecoder
+from sluice.providers.sse_stream import SSEStreamTranslator, malformed_event
+from sluice.wire.sse import ServerSentEvent
 
 
 class _ToolBlock:
@@ -46,69 +43,31 @@ class _ToolBlock:
         self.sent = False
 
 
-class AnthropicStreamTranslator:
+class AnthropicStreamTranslator(SSEStreamTranslator):
     """Anthropic Messages stream events in, normalized chunks out."""
 
-    __slots__ = (
-        "_calls",
-        "_counter",
-        "_emit",
-        "_sse",
-        "_stop_reason",
-        "_tools",
-        "done",
-        "failure",
-        "usage",
-    )
-
     def __init__(self, new_id: IdFactory) -> None:
-        self._sse = SSEDecoder()
-        self._emit = ChunkEmitter(new_id)
+        super().__init__(new_id)
         self._tools: dict[int, _ToolBlock] = {}  # content-block index -> its tool call
         self._calls = 0
         self._counter = UsageCounter()
         self._stop_reason: str | None = None
-        self.usage: TokenUsage | None = None
-        self.failure: ApiError | None = None
-        self.done = False
 
-    @property
-    def output_chars(self) -> int:
-        return self._emit.output_chars
+    def _event(self, sse: ServerSentEvent) -> None:
+        if sse.event == "error":
+            self.failure = anthropic_stream_error(error_detail(sse.data))
+            return
+        try:
+            event = STREAM_EVENT.decode(sse.data)
+        except msgspec.DecodeError:
+            self.failure = malformed_event()
+            return
+        if event.type == "error":
+            self.failure = anthropic_stream_error(event.error)
+            return
+        self._dispatch(event)
 
-    def feed(self, data: bytes) -> ChunkBatch:
-        if self.failure is None and not self.done:
-            self._events(self._sse.feed(data))
-        return self._emit.take()
-
-    def finish(self) -> ChunkBatch:
-        if self.failure is None and not self.done:
-            self._events(self._sse.flush())
-        if self.failure is not None:
-            raise self.failure
-        self._emit.check_complete()
-        return self._emit.take()
-
-    def _events(self, events: list[ServerSentEvent]) -> None:
-        for sse in events:
-            if sse.event == "error":
-                self.failure = anthropic_stream_error(error_detail(sse.data))
-                return
-            try:
-                event = STREAM_EVENT.decode(sse.data)
-            except msgspec.DecodeError:
-                self.failure = UpstreamError(
-                    "The provider sent a malformed stream event.", code="upstream_malformed_event"
-                )
-                return
-            if event.type == "error":
-                self.failure = anthropic_stream_error(event.error)
-                return
-            self._event(event)
-            if self.done:
-                return
-
-    def _event(self, event: StreamEvent) -> None:
+    def _dispatch(self, event: StreamEvent) -> None:
         match event.type:
             case "content_block_delta" if event.delta is not None:
                 self._delta(event.index, event.delta)

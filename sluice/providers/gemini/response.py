@@ -23,7 +23,7 @@ import msgspec
 from sluice.errors import ApiError, InvalidRequestError, UpstreamError
 from sluice.ids import IdFactory
 from sluice.metering.tokens import TokenUsage
-from sluice.providers.base import ChunkBatch, ParsedCompletion
+from sluice.providers.base import ParsedCompletion
 from sluice.providers.gemini.errors import gemini_error
 from sluice.providers.gemini.wire import (
     ENCODER,
@@ -33,14 +33,15 @@ from sluice.providers.gemini.wire import (
     GenerateContentResponse,
     UsageMetadata,
 )
-from sluice.providers.normalize import ChunkEmitter, normalize_finish_reason
+from sluice.providers.normalize import normalize_finish_reason
+from sluice.providers.sse_stream import SSEStreamTranslator, malformed_event
 from sluice.wire.chunks import (
     CompletionChoice,
     ResponseFunctionCall,
     ResponseMessage,
     ResponseToolCall,
 )
-from sluice.wire.sse import ServerSentEvent, SSEDecoder
+from sluice.wire.sse import ServerSentEvent
 
 FINISH_REASONS = MappingProxyType(
     {
@@ -122,46 +123,19 @@ def _response_error(resp: GenerateContentResponse) -> ApiError | None:
 # --- streaming -------------------------------------------------------------------------
 
 
-class GeminiStreamTranslator:
-    """``streamGenerateContent?alt=sse`` events in, normalized chunks out."""
-
-    __slots__ = ("_calls", "_emit", "_sse", "failure", "usage")
+class GeminiStreamTranslator(SSEStreamTranslator):
+    """``streamGenerateContent?alt=sse`` events in, normalized chunks out (no end marker:
+    the stream is complete when every candidate has a finish reason)."""
 
     def __init__(self, new_id: IdFactory) -> None:
-        self._sse = SSEDecoder()
-        self._emit = ChunkEmitter(new_id)
+        super().__init__(new_id)
         self._calls: dict[int, int] = {}  # candidate index -> function calls so far
-        self.usage: TokenUsage | None = None
-        self.failure: ApiError | None = None
-
-    @property
-    def output_chars(self) -> int:
-        return self._emit.output_chars
-
-    def feed(self, data: bytes) -> ChunkBatch:
-        if self.failure is None:
-            for event in self._sse.feed(data):
-                self._event(event)
-                if self.failure is not None:
-                    break
-        return self._emit.take()
-
-    def finish(self) -> ChunkBatch:
-        if self.failure is None:
-            for event in self._sse.flush():
-                self._event(event)
-        if self.failure is not None:
-            raise self.failure
-        self._emit.check_complete()
-        return self._emit.take()
 
     def _event(self, event: ServerSentEvent) -> None:
         try:
             resp = RESPONSE.decode(event.data)
         except msgspec.DecodeError:
-            self.failure = UpstreamError(
-                "The provider sent a malformed stream event.", code="upstream_malformed_event"
-            )
+            self.failure = malformed_event()
             return
         if resp.usage_metadata is not None:
             self.usage = token_usage(resp.usage_metadata)

@@ -1,0 +1,73 @@
+"""Every provider's recordings → our chunks, fed whole, byte by byte and at random splits.
+
+`tests/fixtures/<format>/<case>.raw` holds the exact upstream bytes and
+`<case>.chunks.jsonl` the transcript we expect (reviewed line by line). Any split of
+the bytes must give the same transcript.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from sluice.providers.registry import AdapterRegistry
+from sluice.server.chat import decode_chat_request
+from tests.support.gateway import counting_ids
+from tests.support.transcript import FIXTURES, expected_transcript, transcript
+
+FORMATS = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "gemini": "gemini",
+    "aws-bedrock": "aws-bedrock",
+}  # fixture folder -> a provider kind that reads it
+CASES = [
+    (kind, path)
+    for folder, kind in FORMATS.items()
+    for path in sorted((FIXTURES / folder).glob("*.raw"))
+]
+REQUEST = decode_chat_request(
+    json.dumps(
+        {"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]}
+    ).encode()
+)
+REQUIRED = {
+    "text",
+    "tool_call_fragments",
+    "parallel_tool_calls",
+    "text_then_tool",
+    "length",
+    "prompt_cache",
+    "error_midstream",
+    "cut",
+}
+
+
+def run(kind: str, raw: bytes, pieces: list[bytes]) -> list[dict[str, object]]:
+    assert b"".join(pieces) == raw
+    translator = AdapterRegistry(counting_ids()).adapter(kind).stream(REQUEST)
+    return transcript(translator, pieces)
+
+
+@pytest.mark.parametrize(("kind", "path"), CASES, ids=[f"{k}-{p.stem}" for k, p in CASES])
+def test_fixture_whole_bytewise_and_random_splits(kind: str, path: Path) -> None:
+    raw = path.read_bytes()
+    whole = run(kind, raw, [raw])
+    assert whole == expected_transcript(path, whole)
+    assert run(kind, raw, [raw[i : i + 1] for i in range(len(raw))]) == whole
+    rng = random.Random(path.stem)
+    for _ in range(25):
+        cuts = sorted(rng.sample(range(1, len(raw)), k=min(len(raw) - 1, rng.randint(1, 12))))
+        pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+        assert run(kind, raw, pieces) == whole
+
+
+@pytest.mark.parametrize("folder", sorted(FORMATS))
+def test_every_required_case_is_recorded(folder: str) -> None:
+    stems = {p.stem for p in (FIXTURES / folder).glob("*.raw")}
+    assert stems >= REQUIRED
+    assert stems & {"thinking", "reasoning", "deepseek_reasoning"}  # reasoning of some kind
+    assert stems & {"refusal", "safety", "content_filter"}  # a safety stop
