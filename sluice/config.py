@@ -68,6 +68,8 @@ class ConnectionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     timeouts: Timeouts = Timeouts()
     on_disconnect: Literal["cancel", "drain"] = "cancel"
     weight: Annotated[float, msgspec.Meta(gt=0)] = 1.0
+    prices: dict[str, PriceConfig] = {}
+    """``custom_provider`` prices: what this connection is billed per model id."""
     options: dict[str, Any] = {}
 
 
@@ -119,6 +121,12 @@ class RoutingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_retry_after: Annotated[float, msgspec.Meta(ge=0)] = 300.0
 
 
+class MeteringConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    hold_ttl: Annotated[float, msgspec.Meta(gt=0)] = 3600.0
+    """Seconds a credit hold lives; a crashed process's holds are reclaimed after it."""
+    reclaim_interval: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+
+
 class StorageConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     url: str | None = None
 
@@ -134,6 +142,7 @@ class FileConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     storage: StorageConfig = StorageConfig()
     limits: LimitsConfig = LimitsConfig()
     routing: RoutingConfig = RoutingConfig()
+    metering: MeteringConfig = MeteringConfig()
     connections: list[ConnectionConfig] = []
     models: list[ModelConfig] = []
     routes: list[RouteConfig] = []

@@ -60,6 +60,13 @@ class RequestTooLargeError(InvalidRequestError):
     default_code = "request_too_large"
 
 
+class ConflictError(InvalidRequestError):
+    """The thing to create exists already (an account name, …)."""
+
+    status = 409
+    default_code = "conflict"
+
+
 class NotFoundError(InvalidRequestError):
     """An unknown URL (not an unknown model: see :class:`ModelNotFoundError`)."""
 

@@ -17,6 +17,7 @@ import msgspec
 from sluice.config import (
     ConnectionConfig,
     FileConfig,
+    MeteringConfig,
     ModelConfig,
     RouteConfig,
     RoutingConfig,
@@ -24,6 +25,7 @@ from sluice.config import (
     ServerConfig,
 )
 from sluice.errors import ConfigError
+from sluice.metering.pricing import Price
 from sluice.providers.base import ConnectionSettings
 from sluice.providers.registry import PROVIDERS, ProviderSpec, provider_spec
 
@@ -38,6 +40,7 @@ class Settings(msgspec.Struct, frozen=True):
     storage_url: str
     redis_url: str | None
     routing: RoutingConfig
+    metering: MeteringConfig
     connections: tuple[ConnectionSettings, ...]
     models: tuple[ModelConfig, ...]
     routes: tuple[RouteConfig, ...]
@@ -84,6 +87,10 @@ def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSet
         timeouts=conf.timeouts,
         on_disconnect=conf.on_disconnect,
         weight=conf.weight,
+        prices={
+            model: Price.per_million(p.input, p.output, p.cache_read, p.cache_write)
+            for model, p in conf.prices.items()
+        },
         options=dict(conf.options),
     )
 
@@ -138,6 +145,7 @@ def build_settings(
         storage_url=storage_url,
         redis_url=file.limits.redis_url,
         routing=file.routing,
+        metering=file.metering,
         connections=tuple(connections),
         models=tuple(file.models),
         routes=tuple(file.routes),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from sluice import __version__
+from sluice.cli.admin import accounts, keys, ledger
 from sluice.cli.serve import serve
 
 
@@ -19,3 +20,6 @@ def main() -> None:
 
 
 main.add_command(serve)
+main.add_command(accounts)
+main.add_command(keys)
+main.add_command(ledger)

@@ -8,15 +8,19 @@ sends what it builds and feeds it what arrives, in whatever pieces arrive.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
 from sluice.config import Secret, Timeouts
 from sluice.errors import ApiError
+from sluice.metering.pricing import Price
 from sluice.metering.tokens import TokenUsage
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import Choice, CompletionChoice
+
+if TYPE_CHECKING:
+    from sluice.providers.normalize import ChunkEmitter
 
 ChunkBatch = list[list[Choice]]
 """Chunks produced by one ``feed``: each item is the ``choices`` of one chunk."""
@@ -33,6 +37,7 @@ class ConnectionSettings(msgspec.Struct, frozen=True):
     timeouts: Timeouts = Timeouts()
     on_disconnect: str = "cancel"
     weight: float = 1.0
+    prices: Mapping[str, Price] = msgspec.field(default_factory=dict)
     options: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
 
@@ -94,6 +99,11 @@ class StreamTranslator(Protocol):
     @property
     def output_chars(self) -> int:
         """Characters of content, reasoning and tool arguments produced so far."""
+        ...
+
+    @property
+    def emitter(self) -> ChunkEmitter:
+        """What was emitted so far: finish reason, assembled tool calls."""
         ...
 
     def feed(self, data: bytes) -> ChunkBatch: ...

@@ -9,6 +9,7 @@ reason from our four (``tool_calls`` when the choice called tools); nothing afte
 
 from __future__ import annotations
 
+import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from sluice.errors import UpstreamError
@@ -26,11 +27,22 @@ def normalize_finish_reason(reason: str, called_tools: bool) -> str:
     return reason
 
 
+class EmittedCall(msgspec.Struct):
+    """A tool call as the client assembles it from the fragments we sent."""
+
+    choice: int
+    index: int
+    id: str
+    name: str
+    arguments: str
+
+
 class _ChoiceState:
-    __slots__ = ("calls", "finished", "tool_calls")
+    __slots__ = ("calls", "finish_reason", "finished", "tool_calls")
 
     def __init__(self) -> None:
         self.finished = False
+        self.finish_reason: str | None = None
         self.tool_calls = False
         self.calls: dict[int, str] = {}  # tool-call index -> id
 
@@ -38,11 +50,12 @@ class _ChoiceState:
 class ChunkEmitter:
     """Collects normalized chunks; ``take`` hands them over."""
 
-    __slots__ = ("_choices", "_new_id", "_out", "output_chars")
+    __slots__ = ("_calls", "_choices", "_new_id", "_out", "output_chars")
 
     def __init__(self, new_id: IdFactory) -> None:
         self._new_id = new_id
         self._choices: dict[int, _ChoiceState] = {}
+        self._calls: dict[tuple[int, int], EmittedCall] = {}
         self._out: ChunkBatch = []
         self.output_chars = 0
 
@@ -84,7 +97,7 @@ class ChunkEmitter:
         if emit:
             self._out.append([Choice(index, delta, None, logprobs)])
         if isinstance(calls, list) and calls:
-            for fragment in self._tool_fragments(state, calls):
+            for fragment in self._tool_fragments(index, state, calls):
                 self._out.append([Choice(index, Delta(tool_calls=[fragment]), None)])
         if finish_reason is not None:
             self.finish(index, finish_reason)
@@ -125,9 +138,8 @@ class ChunkEmitter:
         if state.finished:
             return
         state.finished = True
-        self._out.append(
-            [Choice(index, Delta(), normalize_finish_reason(reason, state.tool_calls))]
-        )
+        state.finish_reason = normalize_finish_reason(reason, state.tool_calls)
+        self._out.append([Choice(index, Delta(), state.finish_reason)])
 
     # -- reading -------------------------------------------------------------------
 
@@ -138,6 +150,15 @@ class ChunkEmitter:
     @property
     def started(self) -> bool:
         return bool(self._choices)
+
+    @property
+    def finish_reason(self) -> str | None:
+        """The first choice's finish reason, once it finished."""
+        state = self._choices.get(0) or next(iter(self._choices.values()), None)
+        return None if state is None else state.finish_reason
+
+    def tool_calls(self) -> list[EmittedCall]:
+        return list(self._calls.values())
 
     def check_complete(self) -> None:
         """Raise unless every choice that started also finished."""
@@ -158,7 +179,7 @@ class ChunkEmitter:
         return state
 
     def _tool_fragments(
-        self, state: _ChoiceState, calls: list[ToolCallDelta]
+        self, choice: int, state: _ChoiceState, calls: list[ToolCallDelta]
     ) -> list[ToolCallDelta]:
         out: list[ToolCallDelta] = []
         for call in calls:
@@ -169,9 +190,14 @@ class ChunkEmitter:
                 call_id = call.id if isinstance(call.id, str) and call.id else self._new_id("call")
                 state.calls[call.index] = call_id
                 name = fn.name if isinstance(fn, FunctionDelta) else UNSET
-                first = FunctionDelta(name="" if name is UNSET else name, arguments="")
+                text_name = name if isinstance(name, str) else ""
+                first = FunctionDelta(name=text_name, arguments="")
                 out.append(ToolCallDelta(call.index, call_id, "function", first))
+                self._calls[choice, call.index] = EmittedCall(
+                    choice, call.index, call_id, text_name, ""
+                )
             if isinstance(args, str) and args:
                 self.output_chars += len(args)
                 out.append(ToolCallDelta(call.index, function=FunctionDelta(arguments=args)))
+                self._calls[choice, call.index].arguments += args
         return out

@@ -34,6 +34,10 @@ class SSEStreamTranslator:
     def output_chars(self) -> int:
         return self._emit.output_chars
 
+    @property
+    def emitter(self) -> ChunkEmitter:
+        return self._emit
+
     def feed(self, data: bytes) -> ChunkBatch:
         if self.failure is None and not self.done:
             self._run(self._sse.feed(data))

@@ -9,33 +9,42 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from random import Random
+from types import MappingProxyType
 
 import msgspec
 
 from sluice import __version__
 from sluice.errors import ApiError, InternalError, MethodNotAllowedError, NotFoundError
 from sluice.ids import IdFactory, random_id
+from sluice.metering.charges import Rate, resolve_rate
+from sluice.metering.meter import Meter
+from sluice.metering.pricing import Price
 from sluice.providers.registry import AdapterRegistry
 from sluice.routing.breaker import Breaker
 from sluice.routing.catalog import Catalog
-from sluice.routing.plan import Planner
+from sluice.routing.plan import Attempt, Planner
 from sluice.routing.router import AttemptRecord, Router
+from sluice.server import endpoints
 from sluice.server.auth import Authenticator
 from sluice.server.chat import chat_completions
+from sluice.server.endpoints import REQUEST_LOG_PREFIX
 from sluice.server.exchange import ClientGoneError, Headers, Request, ResponseWriter
 from sluice.server.http1 import Limits
 from sluice.server.metrics import Metrics
 from sluice.server.models import model_list
-from sluice.server.responses import JSON, PROMETHEUS, connection_error, error_headers
+from sluice.server.outcome import Outcome
+from sluice.server.responses import connection_error, error_headers
 from sluice.settings import Settings
 from sluice.storage.base import Principal, Store
+from sluice.storage.writer import WriteBehind
 from sluice.transport.http import HttpTransport
 from sluice.wire.errors import error_event, error_json
 
 _log = logging.getLogger("sluice.access")
 _errors = logging.getLogger("sluice.server")
+_NO_PRICES: Mapping[str, Price] = MappingProxyType({})
 
 
 class Call:
@@ -45,6 +54,7 @@ class Call:
         "attempts",
         "created",
         "headers",
+        "outcome",
         "principal",
         "request",
         "request_id",
@@ -68,21 +78,10 @@ class Call:
         self.principal: Principal | None = None
         self.headers: Headers = [("x-request-id", request_id)]
         self.attempts: list[AttemptRecord] = []
+        self.outcome: Outcome | None = None
 
 
 Endpoint = Callable[["Gateway", Call], Awaitable[None]]
-
-
-async def _health(gw: Gateway, call: Call) -> None:
-    await call.writer.send(200, [*call.headers, JSON], b'{"status":"ok"}')
-
-
-async def _models(gw: Gateway, call: Call) -> None:
-    await call.writer.send(200, [*call.headers, JSON], gw.models_body)
-
-
-async def _metrics(gw: Gateway, call: Call) -> None:
-    await call.writer.send(200, [*call.headers, PROMETHEUS], gw.metrics.render())
 
 
 class Gateway:
@@ -119,11 +118,22 @@ class Gateway:
         self.auth = Authenticator(store, dev_key_enabled=settings.server.dev_key, clock=clock)
         # path -> method -> (endpoint, needs a key); matched on the raw path only
         self._routes: dict[str, dict[str, tuple[Endpoint, bool]]] = {
-            "/health": {"GET": (_health, False)},
-            "/v1/models": {"GET": (_models, True)},
+            "/health": {"GET": (endpoints.health, False)},
+            "/v1/models": {"GET": (endpoints.models, True)},
             "/v1/chat/completions": {"POST": (chat_completions, True)},
-            "/metrics": {"GET": (_metrics, True)},
+            "/metrics": {"GET": (endpoints.metrics, True)},
         }
+        self._request_log: dict[str, tuple[Endpoint, bool]] = {"GET": (endpoints.request_log, True)}
+        self.writer = WriteBehind(
+            store, wall_clock, reclaim_every=settings.metering.reclaim_interval
+        )
+        self.meter = Meter(
+            store,
+            self.writer,
+            new_id=new_id,
+            wall_clock=wall_clock,
+            hold_ttl=settings.metering.hold_ttl,
+        )
         self.metrics = Metrics(self.router.breaker, clock)
         self.models_body = msgspec.json.encode(
             model_list(self.catalog, self.planner, settings.routes)
@@ -139,9 +149,21 @@ class Gateway:
 
     async def start(self) -> None:
         await self.transport.start()
+        self.writer.start()
 
     async def close(self) -> None:
         await self.transport.close()
+        await self.writer.close()
+
+    def rate(self, attempt: Attempt) -> Rate:
+        """The price that applies to one attempt (docs/metering.md)."""
+        return resolve_rate(attempt.model, attempt.target.connection, _NO_PRICES)
+
+    def _endpoints(self, path: str) -> dict[str, tuple[Endpoint, bool]] | None:
+        methods = self._routes.get(path)
+        if methods is None and path.startswith(REQUEST_LOG_PREFIX):
+            return self._request_log
+        return methods
 
     def refused(self, status: int, message: str) -> tuple[Headers, bytes]:
         """The response for a request the HTTP layer refused (too big, too slow, malformed)."""
@@ -152,7 +174,7 @@ class Gateway:
         call = Call(request, writer, self.new_id("req"), int(self.wall_clock()), self.clock())
         status = 200
         try:
-            methods = self._routes.get(request.path)
+            methods = self._endpoints(request.path)
             if methods is None:
                 raise NotFoundError(f"Unknown request URL: {request.method} {request.path}.")
             found = methods.get(request.method)
@@ -166,6 +188,8 @@ class Gateway:
             await endpoint(self, call)
         except ApiError as err:
             status = err.http_status
+            if call.outcome is not None and call.outcome.error is None:
+                call.outcome.error = err
             await self._fail(call, err)
         except (ClientGoneError, asyncio.CancelledError):
             status = 499
@@ -175,6 +199,7 @@ class Gateway:
             _errors.exception("request %s failed", call.request_id)
             await self._fail(call, InternalError("The gateway failed to handle the request."))
         finally:
+            self._finish(call, status)
             path = request.path if request.path in self._routes else "other"
             self.metrics.request(path, status, call.attempts)
             if _log.isEnabledFor(logging.INFO):
@@ -186,6 +211,26 @@ class Gateway:
                     status,
                     "".join(f" {a.position}:{a.connection}:{a.outcome}" for a in call.attempts),
                 )
+
+    def _finish(self, call: Call, status: int) -> None:
+        """Settle the hold and queue the request-log row (no I/O here)."""
+        outcome, principal = call.outcome, call.principal
+        if outcome is None or principal is None:
+            return
+        if outcome.ticket is not None:
+            self.meter.settle(outcome.ticket, outcome.charge())
+        self.writer.log(
+            outcome.record(
+                request_id=call.request_id,
+                account_id=principal.account_id,
+                key_id=principal.key_id,
+                created=call.created,
+                duration=self.clock() - call.started,
+                http_status=status,
+                cancelled=status == 499,
+                attempts=call.attempts,
+            )
+        )
 
     async def _fail(self, call: Call, err: ApiError) -> None:
         writer = call.writer

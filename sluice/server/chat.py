@@ -1,9 +1,11 @@
-"""``POST /v1/chat/completions``: decode, plan, then stream or answer whole.
+"""``POST /v1/chat/completions``: decode, plan, hold credits, then stream or answer whole.
 
 The streaming loop is the hot path: per upstream read it feeds the translator,
-encodes what came out and writes it, nothing else. Usage is computed once, at the
-end. A failure after the first event becomes the error event (with the partial
-usage when the client asked for usage) and the connection closes without ``[DONE]``.
+encodes what came out and writes it, nothing else. Usage, cost and the charge are
+computed once, at the end. A failure after the first event becomes the error event
+(with the partial usage when the client asked for usage) and the connection closes
+without ``[DONE]``. What happened is kept in the call's :class:`Outcome`, which the
+gateway turns into the request-log row and the settlement when the request ends.
 """
 
 from __future__ import annotations
@@ -13,14 +15,14 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from sluice.errors import ApiError
-from sluice.metering.pricing import priced_usage
-from sluice.metering.tokens import TokenUsage, estimate_prompt_tokens, tokens_for_chars
+from sluice.metering.charges import hold_amount
 from sluice.routing.plan import Attempt, Plan
-from sluice.routing.router import AttemptRecord, scrub_secrets
+from sluice.routing.router import OpenedStream, scrub_secrets
 from sluice.server.keepalive import KeepAlive
+from sluice.server.outcome import Outcome
 from sluice.server.responses import JSON, SSE_HEADERS
 from sluice.wire.chat import ChatRequest
-from sluice.wire.chunks import ChatCompletion, Usage
+from sluice.wire.chunks import ChatCompletion
 from sluice.wire.encode import ChunkEncoder, StreamIdentity
 from sluice.wire.errors import error_event, invalid_body_error
 from sluice.wire.sse import DONE_EVENT
@@ -54,47 +56,43 @@ def _identity(call: Call, attempt: Attempt, plan: Plan) -> StreamIdentity:
     )
 
 
-def _usage(
-    req: ChatRequest,
-    reported: TokenUsage | None,
-    output_chars: int,
-    attempt: Attempt,
-    *,
-    cut: bool,
-) -> Usage:
-    """Provider-reported usage when there is one, else our estimate (priced if cut)."""
-    usage = reported or TokenUsage(
-        prompt_tokens=estimate_prompt_tokens(req),
-        completion_tokens=tokens_for_chars(output_chars),
-        estimated=True,
-    )
-    return priced_usage(usage, attempt.model.price, price_estimate=cut)
-
-
 async def chat_completions(gw: Gateway, call: Call) -> None:
     req = decode_chat_request(call.request.body)
-    plan = gw.planner.plan(req.model, req.models or ())
+    outcome = call.outcome = Outcome(req)
+    plan = outcome.plan = gw.planner.plan(req.model, req.models or ())
+    assert call.principal is not None
+    amount = hold_amount(req, [(a.model, gw.rate(a)) for a in plan.attempts])
+    outcome.ticket = await gw.meter.hold(call.principal, call.request_id, amount)
     if req.is_stream:
-        await _stream(gw, call, req, plan, call.attempts)
+        await _stream(gw, call, outcome, plan)
     else:
-        await _complete(gw, call, req, plan, call.attempts)
+        await _complete(gw, call, outcome, plan)
 
 
-async def _stream(
-    gw: Gateway, call: Call, req: ChatRequest, plan: Plan, records: list[AttemptRecord]
-) -> None:
+async def _open(gw: Gateway, call: Call, outcome: Outcome, plan: Plan) -> OpenedStream:
+    """Failover until one attempt produced its first event, keep-alive comments meanwhile."""
     ticker = KeepAlive(
         call.writer, [*call.headers, *SSE_HEADERS], gw.settings.server.sse_keepalive_interval
     )
     try:
-        opened = await gw.router.open_stream(req, plan, records)
+        opened = await gw.router.open_stream(outcome.req, plan, call.attempts)
     finally:
         ticker.stop()
+    outcome.attempt, outcome.translator = opened.attempt, opened.translator
+    outcome.rate = gw.rate(opened.attempt)
+    outcome.first_token = gw.clock() - call.started
+    outcome.sent = True
+    gw.metrics.first_token(outcome.first_token)
+    return opened
+
+
+async def _stream(gw: Gateway, call: Call, outcome: Outcome, plan: Plan) -> None:
+    req = outcome.req
+    opened = await _open(gw, call, outcome, plan)
     attempt, resp, translator = opened.attempt, opened.response, opened.translator
     encoder = ChunkEncoder(_identity(call, attempt, plan))
     writer = call.writer
     pending = encoder.events(opened.first) if opened.first else b""
-    gw.metrics.first_token(gw.clock() - call.started)
     gw.metrics.streams.inc()
     try:
         writer.start(200, [*call.headers, *SSE_HEADERS])
@@ -121,10 +119,8 @@ async def _stream(
             resp.release()
     except ApiError as exc:
         resp.close()
-        err = scrub_secrets(exc, attempt.target)
-        usage = None
-        if req.include_usage:
-            usage = _usage(req, translator.usage, translator.output_chars, attempt, cut=True)
+        outcome.error = err = scrub_secrets(exc, attempt.target)
+        usage = outcome.wire_usage(cut=True) if req.include_usage else None
         await writer.end(pending + error_event(err, usage), close=True)
         return
     except BaseException:
@@ -134,24 +130,26 @@ async def _stream(
         gw.metrics.streams.dec()
     last = pending + DONE_EVENT
     if req.include_usage:
-        usage = _usage(req, translator.usage, translator.output_chars, attempt, cut=False)
-        last = pending + encoder.usage_event(usage) + DONE_EVENT
+        usage = outcome.wire_usage(cut=False)
+        assert usage is not None
+        last = pending + encoder.usage_event(usage, outcome.credits_used()) + DONE_EVENT
     await writer.end(last)
 
 
-async def _complete(
-    gw: Gateway, call: Call, req: ChatRequest, plan: Plan, records: list[AttemptRecord]
-) -> None:
-    done = await gw.router.complete(req, plan, records)
-    attempt, result = done.attempt, done.result
-    chars = sum(
-        len(c.message.content or "")
-        + sum(len(t.function.arguments) for t in c.message.tool_calls or ())
-        for c in result.choices
-    )
+async def _complete(gw: Gateway, call: Call, outcome: Outcome, plan: Plan) -> None:
+    done = await gw.router.complete(outcome.req, plan, call.attempts)
+    outcome.attempt, outcome.completion = done.attempt, done.result
+    outcome.rate = gw.rate(done.attempt)
+    outcome.first_token = gw.clock() - call.started
+    usage = outcome.wire_usage(cut=False)
+    assert usage is not None
     body = ChatCompletion(
-        **msgspec.structs.asdict(_identity(call, attempt, plan)),
-        choices=result.choices,
-        usage=_usage(req, result.usage, chars, attempt, cut=False),
+        **msgspec.structs.asdict(_identity(call, done.attempt, plan)),
+        choices=done.result.choices,
+        usage=usage,
     )
+    credits = outcome.credits_used()
+    if credits is not None:
+        body.credits_used = credits
+    outcome.sent = True
     await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(body))

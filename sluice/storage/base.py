@@ -1,6 +1,13 @@
-"""What the gateway needs from storage, whatever the backend (SQLite now, PostgreSQL too).
+"""What the gateway needs from storage, whatever the backend (SQLite, PostgreSQL).
 
-Every query is parameterized; no value from a request is ever formatted into SQL.
+Money is integer nano-dollars (1e-9 USD) everywhere: balances, holds, charges, ledger
+amounts. Every query is parameterized; no value from a request is ever formatted into
+SQL. The invariants a backend keeps, under concurrency and across processes:
+
+* ``account.held`` is the sum of the account's open holds, and a hold is only placed
+  when ``balance - held`` covers it (the check and the update are one atomic step);
+* ``account.balance`` is the sum of the account's ledger entries (credits positive,
+  charges negative); ``sluice ledger reconcile`` checks both.
 """
 
 from __future__ import annotations
@@ -8,6 +15,8 @@ from __future__ import annotations
 from typing import Protocol
 
 import msgspec
+
+NANO_PER_USD = 10**9
 
 
 class Principal(msgspec.Struct, frozen=True):
@@ -21,10 +30,101 @@ class Principal(msgspec.Struct, frozen=True):
     is_dev: bool
 
 
+class Account(msgspec.Struct, frozen=True):
+    id: str
+    name: str
+    metered: bool
+    is_dev: bool
+    balance: int
+    held: int
+    open_holds: int
+    created_at: int
+
+    @property
+    def available(self) -> int:
+        return self.balance - self.held
+
+
+class KeyInfo(msgspec.Struct, frozen=True):
+    id: str
+    account_id: str
+    prefix: str
+    name: str | None
+    created_at: int
+    revoked_at: int | None
+
+
+class HoldRequest(msgspec.Struct, frozen=True):
+    hold_id: str
+    account_id: str
+    key_id: str
+    request_id: str
+    amount: int
+    now: int
+    expires_at: int
+
+
+class Settlement(msgspec.Struct, frozen=True):
+    """The end of a metered request: what it costs, and the hold to release."""
+
+    hold_id: str
+    account_id: str
+    key_id: str
+    request_id: str
+    charge: int
+    now: int
+
+
+class Mismatch(msgspec.Struct, frozen=True):
+    account: str
+    what: str  # "balance" or "held"
+    stored: int
+    expected: int
+
+
+class RequestRecord(msgspec.Struct, kw_only=True):
+    """One row of the request log (SPEC §8)."""
+
+    id: str
+    account_id: str
+    key_id: str
+    created_at: int
+    requested_model: str | None = None
+    served_model: str | None = None
+    route: str | None = None
+    route_name: str | None = None
+    provider: str | None = None
+    connection: str | None = None
+    attempts: list[dict[str, object]] = []
+    status: str = "error"
+    finish_reason: str | None = None
+    stream: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    usage_estimated: bool = False
+    cost: float | None = None
+    price_source: str | None = None
+    credits_held: float | None = None
+    credits_charged: float | None = None
+    ttft_ms: float | None = None
+    duration_ms: float = 0.0
+    tokens_per_second: float | None = None
+    http_status: int = 0
+    error_type: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    tool_calls: list[dict[str, object]] = []
+    disconnect: str | None = None
+
+
 class Store(Protocol):
     async def migrate(self) -> None: ...
 
     async def close(self) -> None: ...
+
+    # -- accounts and keys -------------------------------------------------------------
 
     async def find_principal(self, key_digest: str) -> Principal | None:
         """The live (not revoked) key with this digest and its account."""
@@ -34,6 +134,19 @@ class Store(Protocol):
         self, account_id: str, name: str, *, metered: bool, is_dev: bool, now: int
     ) -> str:
         """Create the account unless one with ``name`` exists; returns its id."""
+        ...
+
+    async def create_account(
+        self, account_id: str, name: str, *, metered: bool, credits: int, now: int
+    ) -> Account:
+        """A new account; its starting credits are its first ledger entry.
+        Raises :class:`~sluice.errors.ConflictError` when the name is taken."""
+        ...
+
+    async def get_account(self, name: str) -> Account | None: ...
+
+    async def add_credits(self, name: str, amount: int, *, now: int, note: str) -> Account:
+        """Credit (or, negative, debit) an account through a ledger entry."""
         ...
 
     async def add_key(
@@ -46,3 +159,34 @@ class Store(Protocol):
         name: str | None,
         now: int,
     ) -> None: ...
+
+    async def list_keys(self, account_id: str) -> list[KeyInfo]: ...
+
+    async def revoke_keys(self, prefix: str, now: int) -> int:
+        """Revoke every live key whose readable prefix starts with ``prefix``."""
+        ...
+
+    # -- holds and the ledger ----------------------------------------------------------
+
+    async def place_hold(self, hold: HoldRequest) -> Account | None:
+        """Hold ``amount`` if the account's available balance covers it (atomic);
+        ``None`` when it does not."""
+        ...
+
+    async def settle(self, settlements: list[Settlement]) -> None:
+        """Charge and release: one ledger entry per settlement, in one transaction."""
+        ...
+
+    async def reclaim_expired(self, now: int) -> int:
+        """Release holds whose expiry passed (a crashed process's); returns how many."""
+        ...
+
+    async def reconcile(self) -> list[Mismatch]: ...
+
+    # -- request log -------------------------------------------------------------------
+
+    async def write_requests(self, records: list[RequestRecord]) -> None: ...
+
+    async def get_request(self, request_id: str, account_id: str) -> RequestRecord | None:
+        """The row, only if it belongs to ``account_id`` (one query, ownership included)."""
+        ...

@@ -141,6 +141,10 @@ class BedrockStreamTranslator:
     def output_chars(self) -> int:
         return self._emit.output_chars
 
+    @property
+    def emitter(self) -> ChunkEmitter:
+        return self._emit
+
     def feed(self, data: bytes) -> ChunkBatch:
         if self.failure is not None or self._done:
             return self._emit.take()

@@ -1,0 +1,84 @@
+"""What a request may cost before it runs (the hold) and what it costs after (the charge).
+
+Which price applies, most specific first (docs/metering.md):
+
+1. ``provider`` — a cost the upstream reported for this request;
+2. ``custom_provider`` — the price configured on the serving connection for the model;
+3. ``custom`` — the account's own price for the model;
+4. ``list`` — the catalog's list price.
+
+Amounts are integer nano-dollars; a cost in pico-dollars is rounded up to the next
+nano-dollar, so an account is never charged less than the cost it was shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+
+import msgspec
+
+from sluice.metering.pricing import Price, cost_pico
+from sluice.metering.tokens import TokenUsage, estimate_prompt_tokens
+from sluice.providers.base import ConnectionSettings
+from sluice.routing.catalog import CatalogModel
+from sluice.wire.chat import ChatRequest
+from sluice.wire.chunks import PriceSource
+
+PICO_PER_NANO = 1000
+NANO_PER_USD = 10**9
+DEFAULT_OUTPUT_CEILING = 4096
+"""Output tokens held for when neither the request nor the catalog sets a ceiling."""
+
+
+class Rate(msgspec.Struct, frozen=True):
+    price: Price | None
+    source: PriceSource
+
+
+def resolve_rate(
+    model: CatalogModel, connection: ConnectionSettings, account_prices: Mapping[str, Price]
+) -> Rate:
+    price = connection.prices.get(model.id)
+    if price is not None:
+        return Rate(price, "custom_provider")
+    price = account_prices.get(model.id)
+    if price is not None:
+        return Rate(price, "custom")
+    return Rate(model.price, "list")
+
+
+def nano_from_pico(pico: int) -> int:
+    return -(-pico // PICO_PER_NANO)
+
+
+def nano_from_usd(usd: float) -> int:
+    return int((Decimal(repr(usd)) * NANO_PER_USD).to_integral_value(rounding="ROUND_CEILING"))
+
+
+def usd_from_nano(nano: int) -> float:
+    return nano / NANO_PER_USD
+
+
+def charge(usage: TokenUsage, rate: Rate) -> int:
+    """What the account pays for this usage (provider-reported cost wins)."""
+    if usage.provider_cost is not None:
+        return nano_from_usd(usage.provider_cost)
+    if rate.price is None:
+        return 0
+    return nano_from_pico(cost_pico(usage, rate.price))
+
+
+def hold_amount(req: ChatRequest, candidates: Sequence[tuple[CatalogModel, Rate]]) -> int:
+    """The most this request can cost on any target it may be served by: the estimated
+    prompt plus the output ceiling (the request's, else the model's), at that target's
+    rate. Unpriced targets cost nothing."""
+    prompt = estimate_prompt_tokens(req)
+    most = 0
+    for model, rate in candidates:
+        if rate.price is None:
+            continue
+        ceiling = req.output_ceiling or model.max_output_tokens or DEFAULT_OUTPUT_CEILING
+        usage = TokenUsage(prompt_tokens=prompt, completion_tokens=ceiling * req.choice_count)
+        most = max(most, nano_from_pico(cost_pico(usage, rate.price)))
+    return most

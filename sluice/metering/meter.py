@@ -1,0 +1,78 @@
+"""Credit holds before the upstream call, settlement after it (SPEC §5).
+
+The hold is the one storage round trip on a metered request's way in (it must gate the
+upstream call); the settlement is queued on the write-behind queue and never delays
+the stream. Unmetered accounts (the development account) are not held or charged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+
+from sluice.errors import BudgetExceededError
+from sluice.ids import IdFactory
+from sluice.metering.charges import usd_from_nano
+from sluice.storage.base import HoldRequest, Principal, Settlement, Store
+from sluice.storage.writer import WriteBehind
+
+
+class Ticket(msgspec.Struct, frozen=True):
+    """An open hold, to be settled exactly once."""
+
+    hold_id: str
+    account_id: str
+    key_id: str
+    request_id: str
+    amount: int
+
+
+class Meter:
+    def __init__(
+        self,
+        store: Store,
+        writer: WriteBehind,
+        *,
+        new_id: IdFactory,
+        wall_clock: Callable[[], float],
+        hold_ttl: float,
+    ) -> None:
+        self._store = store
+        self._writer = writer
+        self._new_id = new_id
+        self._wall_clock = wall_clock
+        self._hold_ttl = hold_ttl
+
+    async def hold(self, principal: Principal, request_id: str, amount: int) -> Ticket | None:
+        if not principal.metered:
+            return None
+        now = int(self._wall_clock())
+        hold = HoldRequest(
+            hold_id=self._new_id("hold"),
+            account_id=principal.account_id,
+            key_id=principal.key_id,
+            request_id=request_id,
+            amount=amount,
+            now=now,
+            expires_at=now + int(self._hold_ttl),
+        )
+        if await self._store.place_hold(hold) is None:
+            raise BudgetExceededError(
+                f"The account's available credits do not cover this request "
+                f"(up to ${usd_from_nano(amount):.6f} with its max_tokens).",
+                code="insufficient_credits",
+            )
+        return Ticket(hold.hold_id, hold.account_id, hold.key_id, request_id, amount)
+
+    def settle(self, ticket: Ticket, charge: int) -> None:
+        self._writer.settle(
+            Settlement(
+                hold_id=ticket.hold_id,
+                account_id=ticket.account_id,
+                key_id=ticket.key_id,
+                request_id=ticket.request_id,
+                charge=charge,
+                now=int(self._wall_clock()),
+            )
+        )

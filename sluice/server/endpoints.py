@@ -1,0 +1,46 @@
+"""The small endpoints: health, model list, metrics, request log lookup."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from sluice.errors import NotFoundError
+from sluice.server.responses import JSON, PROMETHEUS
+
+if TYPE_CHECKING:
+    from sluice.server.app import Call, Gateway
+
+REQUEST_LOG_PREFIX = "/v1/requests/"
+_REQUEST_ID = re.compile(r"req_[0-9A-Za-z]{1,64}")
+_ENCODER = msgspec.json.Encoder()
+
+
+async def health(gw: Gateway, call: Call) -> None:
+    await call.writer.send(200, [*call.headers, JSON], b'{"status":"ok"}')
+
+
+async def models(gw: Gateway, call: Call) -> None:
+    await call.writer.send(200, [*call.headers, JSON], gw.models_body)
+
+
+async def metrics(gw: Gateway, call: Call) -> None:
+    await call.writer.send(200, [*call.headers, PROMETHEUS], gw.metrics.render())
+
+
+async def request_log(gw: Gateway, call: Call) -> None:
+    """``GET /v1/requests/{id}``: the caller's own requests only; the ownership check is
+    part of the query, so another account's id is indistinguishable from a missing one."""
+    assert call.principal is not None
+    request_id = call.request.path[len(REQUEST_LOG_PREFIX) :]
+    record = None
+    if _REQUEST_ID.fullmatch(request_id):
+        await gw.writer.flush_pending(request_id)
+        record = await gw.store.get_request(request_id, call.principal.account_id)
+    if record is None:
+        raise NotFoundError(
+            f"No request '{request_id}' for this account.", code="request_not_found"
+        )
+    await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(record))

@@ -1,0 +1,184 @@
+"""What happened to one chat request: filled in as it goes, read once when it ends.
+
+At the end (complete, truncated, error, stall, cancelled) it yields the request-log row
+and the charge: provider-reported usage when there is some, else an estimate from what
+was streamed (SPEC §5: only tokens already produced are charged after a cancel).
+"""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+
+from sluice.errors import ApiError
+from sluice.metering.charges import Rate, charge, usd_from_nano
+from sluice.metering.meter import Ticket
+from sluice.metering.pricing import priced_usage
+from sluice.metering.tokens import TokenUsage, estimate_prompt_tokens, tokens_for_chars
+from sluice.providers.base import ParsedCompletion, StreamTranslator
+from sluice.routing.plan import Attempt, Plan
+from sluice.routing.router import AttemptRecord
+from sluice.storage.base import RequestRecord
+from sluice.wire.chat import ChatRequest
+from sluice.wire.chunks import Usage
+
+_CUT_CODES = frozenset({"stream_incomplete", "upstream_disconnected"})
+
+
+def _json_ok(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+class Outcome:
+    __slots__ = (
+        "attempt",
+        "completion",
+        "error",
+        "first_token",
+        "plan",
+        "rate",
+        "req",
+        "sent",
+        "ticket",
+        "translator",
+    )
+
+    def __init__(self, req: ChatRequest) -> None:
+        self.req = req
+        self.plan: Plan | None = None
+        self.ticket: Ticket | None = None
+        self.attempt: Attempt | None = None
+        self.rate: Rate | None = None
+        self.translator: StreamTranslator | None = None
+        self.completion: ParsedCompletion | None = None
+        self.first_token: float | None = None
+        self.sent = False  # content reached the client
+        self.error: ApiError | None = None
+
+    def tokens(self) -> TokenUsage | None:
+        """Usage so far: the provider's, else our estimate; None before any attempt."""
+        if self.attempt is None:
+            return None
+        if self.translator is not None:
+            reported, chars = self.translator.usage, self.translator.output_chars
+        elif self.completion is not None:
+            reported = self.completion.usage
+            chars = sum(
+                len(c.message.content or "")
+                + sum(len(t.function.arguments) for t in c.message.tool_calls or ())
+                for c in self.completion.choices
+            )
+        else:
+            return None
+        return reported or TokenUsage(
+            prompt_tokens=estimate_prompt_tokens(self.req),
+            completion_tokens=tokens_for_chars(chars),
+            estimated=True,
+        )
+
+    def wire_usage(self, *, cut: bool) -> Usage | None:
+        tokens = self.tokens()
+        if tokens is None or self.rate is None:
+            return None
+        return priced_usage(tokens, self.rate.price, self.rate.source, price_estimate=cut)
+
+    def charge(self) -> int:
+        tokens = self.tokens()
+        return 0 if tokens is None or self.rate is None else charge(tokens, self.rate)
+
+    def credits_used(self) -> float | None:
+        return None if self.ticket is None else usd_from_nano(self.charge())
+
+    def status(self, cancelled: bool) -> str:
+        if cancelled:
+            return "cancelled"
+        if self.error is not None:
+            return "incomplete" if self.sent and self.error.code in _CUT_CODES else "error"
+        reason = self.finish_reason()
+        return "truncated" if reason == "length" else "complete"
+
+    def finish_reason(self) -> str | None:
+        if self.translator is not None:
+            return self.translator.emitter.finish_reason
+        if self.completion is not None and self.completion.choices:
+            return self.completion.choices[0].finish_reason
+        return None
+
+    def tool_calls(self) -> list[dict[str, object]]:
+        calls: list[tuple[int, int, str, str]] = []
+        if self.translator is not None:
+            calls = [
+                (c.choice, c.index, c.name, c.arguments)
+                for c in self.translator.emitter.tool_calls()
+            ]
+        elif self.completion is not None:
+            for choice in self.completion.choices:
+                for i, call in enumerate(choice.message.tool_calls or ()):
+                    calls.append((choice.index, i, call.function.name, call.function.arguments))
+        return [
+            {"choice": c, "index": i, "name": n, "arguments_valid_json": _json_ok(a or "{}")}
+            for c, i, n, a in calls
+        ]
+
+    def record(
+        self,
+        *,
+        request_id: str,
+        account_id: str,
+        key_id: str,
+        created: int,
+        duration: float,
+        http_status: int,
+        cancelled: bool,
+        attempts: list[AttemptRecord],
+    ) -> RequestRecord:
+        tokens = self.tokens()
+        wire = self.wire_usage(cut=self.error is not None or cancelled)
+        served = self.attempt
+        rec = RequestRecord(
+            id=request_id,
+            account_id=account_id,
+            key_id=key_id,
+            created_at=created,
+            requested_model=self.req.model,
+            stream=self.req.is_stream,
+            attempts=[msgspec.to_builtins(a) for a in attempts],
+            status=self.status(cancelled),
+            finish_reason=self.finish_reason(),
+            duration_ms=round(duration * 1000, 3),
+            http_status=http_status,
+            tool_calls=self.tool_calls(),
+            disconnect="cancel" if cancelled else None,
+        )
+        if self.plan is not None:
+            rec.route_name = self.plan.route_name
+        if served is not None:
+            conn = served.target.connection
+            rec.served_model, rec.route = served.target.model_id, served.position
+            rec.provider, rec.connection = conn.provider, conn.id
+        if tokens is not None:
+            rec.prompt_tokens, rec.completion_tokens = (
+                tokens.prompt_tokens,
+                tokens.completion_tokens,
+            )
+            rec.cached_tokens, rec.reasoning_tokens = tokens.cached_tokens, tokens.reasoning_tokens
+            rec.usage_estimated = tokens.estimated
+        if wire is not None:
+            rec.cost, rec.price_source = wire.cost, wire.price_source
+        if self.ticket is not None:
+            rec.credits_held = usd_from_nano(self.ticket.amount)
+            rec.credits_charged = usd_from_nano(self.charge())
+        if self.first_token is not None:
+            rec.ttft_ms = round(self.first_token * 1000, 3)
+            generating = duration - self.first_token
+            if tokens is not None and tokens.completion_tokens and generating > 0:
+                rec.tokens_per_second = round(tokens.completion_tokens / generating, 2)
+        if self.error is not None:
+            rec.error_type, rec.error_code = self.error.type, self.error.code
+            rec.error_message = self.error.message
+        return rec

@@ -1,0 +1,312 @@
+"""PostgreSQL storage (asyncpg): what several gateway replicas share.
+
+Holds are placed by one conditional ``UPDATE`` of the account row
+(``… WHERE balance - held >= amount``): concurrent holds on one account queue on the
+row lock and each re-checks the condition against the committed row, so no
+interleaving can overdraw. Migrations run under an advisory lock, so replicas starting
+together apply each one once.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+import msgspec
+
+from sluice.errors import ConfigError, ConflictError, NotFoundError
+from sluice.storage.base import (
+    Account,
+    HoldRequest,
+    KeyInfo,
+    Mismatch,
+    Principal,
+    RequestRecord,
+    Settlement,
+)
+from sluice.storage.sqlite.connection import migration_scripts
+
+_MIGRATIONS_PACKAGE = "sluice.storage.migrations.postgres"
+_MIGRATION_LOCK = 0x5111CE  # advisory lock id taken while migrating
+_ACCOUNT = (
+    "a.id, a.name, a.metered, a.is_dev, a.balance, a.held, "
+    "(SELECT COUNT(*) FROM holds h WHERE h.account_id = a.id AND h.released_at IS NULL), "
+    "a.created_at"
+)
+_RECORD = msgspec.json.Decoder(RequestRecord)
+_ENCODER = msgspec.json.Encoder()
+
+
+def _account(row: asyncpg.Record) -> Account:
+    return Account(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
+
+
+class PostgresStore:
+    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10) -> None:
+        self._dsn = dsn
+        self._min = min_size
+        self._max = max_size
+        self._pool: asyncpg.Pool | None = None
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise RuntimeError("store is not open")
+        return self._pool
+
+    async def open(self) -> None:
+        try:
+            self._pool = await asyncpg.create_pool(
+                self._dsn, min_size=self._min, max_size=self._max
+            )
+        except (OSError, asyncpg.PostgresError) as exc:
+            raise ConfigError(f"cannot connect to PostgreSQL: {exc}") from None
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    async def migrate(self) -> None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)"
+            )
+            done = {r[0] for r in await conn.fetch("SELECT version FROM schema_migrations")}
+            for version, script in migration_scripts(_MIGRATIONS_PACKAGE):
+                if version in done:
+                    continue
+                await conn.execute(script)
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version, applied_at) "
+                    "VALUES ($1, extract(epoch FROM now())::bigint)",
+                    version,
+                )
+
+    # -- accounts and keys -------------------------------------------------------------
+
+    async def find_principal(self, key_digest: str) -> Principal | None:
+        row = await self.pool.fetchrow(
+            "SELECT a.id, a.name, k.id, k.prefix, a.metered, a.is_dev "
+            "FROM api_keys k JOIN accounts a ON a.id = k.account_id "
+            "WHERE k.key_digest = $1 AND k.revoked_at IS NULL",
+            key_digest,
+        )
+        return None if row is None else Principal(*row)
+
+    async def ensure_account(
+        self, account_id: str, name: str, *, metered: bool, is_dev: bool, now: int
+    ) -> str:
+        await self.pool.execute(
+            "INSERT INTO accounts (id, name, metered, is_dev, created_at) "
+            "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING",
+            account_id,
+            name,
+            metered,
+            is_dev,
+            now,
+        )
+        found: str = await self.pool.fetchval("SELECT id FROM accounts WHERE name = $1", name)
+        return found
+
+    async def create_account(
+        self, account_id: str, name: str, *, metered: bool, credits: int, now: int
+    ) -> Account:
+        async with self.pool.acquire() as conn, conn.transaction():
+            try:
+                await conn.execute(
+                    "INSERT INTO accounts (id, name, metered, is_dev, balance, created_at) "
+                    "VALUES ($1, $2, $3, FALSE, $4, $5)",
+                    account_id,
+                    name,
+                    metered,
+                    credits,
+                    now,
+                )
+            except asyncpg.UniqueViolationError:
+                raise ConflictError(f"An account named '{name}' exists already.") from None
+            await conn.execute(
+                "INSERT INTO ledger (account_id, kind, amount, created_at, note) "
+                "VALUES ($1, 'credit', $2, $3, 'opening credits')",
+                account_id,
+                credits,
+                now,
+            )
+            row = await conn.fetchrow(
+                f"SELECT {_ACCOUNT} FROM accounts a WHERE a.id = $1", account_id
+            )
+        assert row is not None
+        return _account(row)
+
+    async def get_account(self, name: str) -> Account | None:
+        row = await self.pool.fetchrow(f"SELECT {_ACCOUNT} FROM accounts a WHERE a.name = $1", name)
+        return None if row is None else _account(row)
+
+    async def add_credits(self, name: str, amount: int, *, now: int, note: str) -> Account:
+        async with self.pool.acquire() as conn, conn.transaction():
+            account_id = await conn.fetchval(
+                "UPDATE accounts SET balance = balance + $1 WHERE name = $2 RETURNING id",
+                amount,
+                name,
+            )
+            if account_id is None:
+                raise NotFoundError(f"No account named '{name}'.", code="account_not_found")
+            await conn.execute(
+                "INSERT INTO ledger (account_id, kind, amount, created_at, note) "
+                "VALUES ($1, 'credit', $2, $3, $4)",
+                account_id,
+                amount,
+                now,
+                note,
+            )
+            row = await conn.fetchrow(
+                f"SELECT {_ACCOUNT} FROM accounts a WHERE a.id = $1", account_id
+            )
+        assert row is not None
+        return _account(row)
+
+    async def add_key(
+        self,
+        key_id: str,
+        *,
+        account_id: str,
+        key_digest: str,
+        prefix: str,
+        name: str | None,
+        now: int,
+    ) -> None:
+        await self.pool.execute(
+            "INSERT INTO api_keys (id, account_id, prefix, key_digest, name, created_at) "
+            "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key_digest) DO NOTHING",
+            key_id,
+            account_id,
+            prefix,
+            key_digest,
+            name,
+            now,
+        )
+
+    async def list_keys(self, account_id: str) -> list[KeyInfo]:
+        rows = await self.pool.fetch(
+            "SELECT id, account_id, prefix, name, created_at, revoked_at FROM api_keys "
+            "WHERE account_id = $1 ORDER BY created_at, id",
+            account_id,
+        )
+        return [KeyInfo(*row) for row in rows]
+
+    async def revoke_keys(self, prefix: str, now: int) -> int:
+        status = await self.pool.execute(
+            "UPDATE api_keys SET revoked_at = $1 "
+            "WHERE revoked_at IS NULL AND left(prefix, $2) = $3",
+            now,
+            len(prefix),
+            prefix,
+        )
+        return int(status.split()[-1])
+
+    # -- holds and the ledger ----------------------------------------------------------
+
+    async def place_hold(self, hold: HoldRequest) -> Account | None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            held = await conn.fetchval(
+                "UPDATE accounts SET held = held + $1 WHERE id = $2 AND balance - held >= $1 "
+                "RETURNING held",
+                hold.amount,
+                hold.account_id,
+            )
+            if held is None:
+                return None
+            await conn.execute(
+                "INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, "
+                "expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                hold.hold_id,
+                hold.account_id,
+                hold.key_id,
+                hold.request_id,
+                hold.amount,
+                hold.now,
+                hold.expires_at,
+            )
+            row = await conn.fetchrow(
+                f"SELECT {_ACCOUNT} FROM accounts a WHERE a.id = $1", hold.account_id
+            )
+        assert row is not None
+        return _account(row)
+
+    async def settle(self, settlements: list[Settlement]) -> None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            for s in settlements:
+                fresh = await conn.fetchval(
+                    "INSERT INTO ledger (account_id, key_id, request_id, kind, amount, "
+                    "created_at) VALUES ($1, $2, $3, 'charge', $4, $5) "
+                    "ON CONFLICT (request_id) WHERE kind = 'charge' DO NOTHING RETURNING id",
+                    s.account_id,
+                    s.key_id,
+                    s.request_id,
+                    -s.charge,
+                    s.now,
+                )
+                if fresh is None:  # this request was settled before: never charge twice
+                    continue
+                released = await conn.fetchval(
+                    "UPDATE holds SET released_at = $1, charged = $2 "
+                    "WHERE id = $3 AND released_at IS NULL RETURNING amount",
+                    s.now,
+                    s.charge,
+                    s.hold_id,
+                )
+                await conn.execute(
+                    "UPDATE accounts SET balance = balance - $1, held = held - $2 WHERE id = $3",
+                    s.charge,
+                    released or 0,
+                    s.account_id,
+                )
+
+    async def reclaim_expired(self, now: int) -> int:
+        async with self.pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                "WITH expired AS (UPDATE holds SET released_at = $1, charged = 0 "
+                "  WHERE released_at IS NULL AND expires_at <= $1 "
+                "  RETURNING account_id, amount) "
+                "SELECT account_id, SUM(amount)::bigint, COUNT(*) FROM expired GROUP BY account_id",
+                now,
+            )
+            await conn.executemany(
+                "UPDATE accounts SET held = held - $1 WHERE id = $2",
+                [(total, account) for account, total, _ in rows],
+            )
+        return sum(int(count) for _, _, count in rows)
+
+    async def reconcile(self) -> list[Mismatch]:
+        rows = await self.pool.fetch(
+            "SELECT a.name, a.balance, "
+            "(SELECT COALESCE(SUM(amount), 0)::bigint FROM ledger l WHERE l.account_id = a.id), "
+            "a.held, (SELECT COALESCE(SUM(amount), 0)::bigint FROM holds h "
+            "         WHERE h.account_id = a.id AND h.released_at IS NULL) "
+            "FROM accounts a ORDER BY a.name"
+        )
+        out = []
+        for name, balance, ledger_sum, held, open_sum in rows:
+            if balance != ledger_sum:
+                out.append(Mismatch(name, "balance", balance, ledger_sum))
+            if held != open_sum:
+                out.append(Mismatch(name, "held", held, open_sum))
+        return out
+
+    # -- request log -------------------------------------------------------------------
+
+    async def write_requests(self, records: list[RequestRecord]) -> None:
+        await self.pool.executemany(
+            "INSERT INTO request_log (id, account_id, created_at, record) "
+            "VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT (id) DO UPDATE SET record = "
+            "EXCLUDED.record",
+            [(r.id, r.account_id, r.created_at, _ENCODER.encode(r).decode()) for r in records],
+        )
+
+    async def get_request(self, request_id: str, account_id: str) -> RequestRecord | None:
+        raw = await self.pool.fetchval(
+            "SELECT record::text FROM request_log WHERE id = $1 AND account_id = $2",
+            request_id,
+            account_id,
+        )
+        return None if raw is None else _RECORD.decode(raw)

@@ -1,0 +1,124 @@
+"""Accounts and API keys on SQLite."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from sluice.errors import ConflictError, NotFoundError
+from sluice.storage.base import Account, KeyInfo, Principal
+from sluice.storage.sqlite.connection import Row, SqliteBase
+
+ACCOUNT_COLUMNS = (
+    "a.id, a.name, a.metered, a.is_dev, a.balance, a.held, "
+    "(SELECT COUNT(*) FROM holds h WHERE h.account_id = a.id AND h.released_at IS NULL), "
+    "a.created_at"
+)
+
+
+def account_from(row: Row) -> Account:
+    return Account(row[0], row[1], bool(row[2]), bool(row[3]), row[4], row[5], row[6], row[7])
+
+
+class SqliteAccounts(SqliteBase):
+    async def find_principal(self, key_digest: str) -> Principal | None:
+        row = await self.one(
+            "SELECT a.id, a.name, k.id, k.prefix, a.metered, a.is_dev "
+            "FROM api_keys k JOIN accounts a ON a.id = k.account_id "
+            "WHERE k.key_digest = ? AND k.revoked_at IS NULL",
+            (key_digest,),
+        )
+        if row is None:
+            return None
+        return Principal(row[0], row[1], row[2], row[3], bool(row[4]), bool(row[5]))
+
+    async def ensure_account(
+        self, account_id: str, name: str, *, metered: bool, is_dev: bool, now: int
+    ) -> str:
+        async with self.transaction() as tx:
+            await tx.execute(
+                "INSERT INTO accounts (id, name, metered, is_dev, created_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO NOTHING",
+                (account_id, name, int(metered), int(is_dev), now),
+            )
+            row = await tx.one("SELECT id FROM accounts WHERE name = ?", (name,))
+        assert row is not None
+        return str(row[0])
+
+    async def create_account(
+        self, account_id: str, name: str, *, metered: bool, credits: int, now: int
+    ) -> Account:
+        async with self.transaction() as tx:
+            try:
+                await tx.execute(
+                    "INSERT INTO accounts (id, name, metered, is_dev, balance, created_at) "
+                    "VALUES (?, ?, ?, 0, ?, ?)",
+                    (account_id, name, int(metered), credits, now),
+                )
+            except sqlite3.IntegrityError:
+                raise ConflictError(f"An account named '{name}' exists already.") from None
+            await tx.execute(
+                "INSERT INTO ledger (account_id, kind, amount, created_at, note) "
+                "VALUES (?, 'credit', ?, ?, 'opening credits')",
+                (account_id, credits, now),
+            )
+            row = await tx.one(
+                f"SELECT {ACCOUNT_COLUMNS} FROM accounts a WHERE a.id = ?", (account_id,)
+            )
+        assert row is not None
+        return account_from(row)
+
+    async def get_account(self, name: str) -> Account | None:
+        row = await self.one(f"SELECT {ACCOUNT_COLUMNS} FROM accounts a WHERE a.name = ?", (name,))
+        return None if row is None else account_from(row)
+
+    async def add_credits(self, name: str, amount: int, *, now: int, note: str) -> Account:
+        async with self.transaction() as tx:
+            found = await tx.one("SELECT id FROM accounts WHERE name = ?", (name,))
+            if found is None:
+                raise NotFoundError(f"No account named '{name}'.", code="account_not_found")
+            await tx.execute(
+                "UPDATE accounts SET balance = balance + ? WHERE id = ?", (amount, found[0])
+            )
+            await tx.execute(
+                "INSERT INTO ledger (account_id, kind, amount, created_at, note) "
+                "VALUES (?, 'credit', ?, ?, ?)",
+                (found[0], amount, now, note),
+            )
+            row = await tx.one(
+                f"SELECT {ACCOUNT_COLUMNS} FROM accounts a WHERE a.id = ?", (found[0],)
+            )
+        assert row is not None
+        return account_from(row)
+
+    async def add_key(
+        self,
+        key_id: str,
+        *,
+        account_id: str,
+        key_digest: str,
+        prefix: str,
+        name: str | None,
+        now: int,
+    ) -> None:
+        async with self.transaction() as tx:
+            await tx.execute(
+                "INSERT INTO api_keys (id, account_id, prefix, key_digest, name, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(key_digest) DO NOTHING",
+                (key_id, account_id, prefix, key_digest, name, now),
+            )
+
+    async def list_keys(self, account_id: str) -> list[KeyInfo]:
+        rows = await self.all(
+            "SELECT id, account_id, prefix, name, created_at, revoked_at FROM api_keys "
+            "WHERE account_id = ? ORDER BY created_at, id",
+            (account_id,),
+        )
+        return [KeyInfo(*row) for row in rows]
+
+    async def revoke_keys(self, prefix: str, now: int) -> int:
+        async with self.transaction() as tx:
+            return await tx.execute(
+                "UPDATE api_keys SET revoked_at = ? "
+                "WHERE revoked_at IS NULL AND substr(prefix, 1, ?) = ?",
+                (now, len(prefix), prefix),
+            )

@@ -1,0 +1,98 @@
+"""Credit holds, settlements and the ledger on SQLite (one writer at a time)."""
+
+from __future__ import annotations
+
+from sluice.storage.base import Account, HoldRequest, Mismatch, Settlement
+from sluice.storage.sqlite.accounts import ACCOUNT_COLUMNS, account_from
+from sluice.storage.sqlite.connection import SqliteBase
+
+
+class SqliteLedger(SqliteBase):
+    async def place_hold(self, hold: HoldRequest) -> Account | None:
+        async with self.transaction() as tx:
+            changed = await tx.execute(
+                "UPDATE accounts SET held = held + ? WHERE id = ? AND balance - held >= ?",
+                (hold.amount, hold.account_id, hold.amount),
+            )
+            if changed == 0:
+                return None
+            await tx.execute(
+                "INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, "
+                "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    hold.hold_id,
+                    hold.account_id,
+                    hold.key_id,
+                    hold.request_id,
+                    hold.amount,
+                    hold.now,
+                    hold.expires_at,
+                ),
+            )
+            row = await tx.one(
+                f"SELECT {ACCOUNT_COLUMNS} FROM accounts a WHERE a.id = ?", (hold.account_id,)
+            )
+        assert row is not None
+        return account_from(row)
+
+    async def settle(self, settlements: list[Settlement]) -> None:
+        async with self.transaction() as tx:
+            for s in settlements:
+                fresh = await tx.execute(
+                    "INSERT OR IGNORE INTO ledger (account_id, key_id, request_id, kind, amount, "
+                    "created_at) VALUES (?, ?, ?, 'charge', ?, ?)",
+                    (s.account_id, s.key_id, s.request_id, -s.charge, s.now),
+                )
+                if not fresh:  # this request was settled before: never charge twice
+                    continue
+                row = await tx.one(
+                    "SELECT amount FROM holds WHERE id = ? AND released_at IS NULL",
+                    (s.hold_id,),
+                )
+                released = 0
+                if row is not None:  # (an expired hold was released by reclaim_expired)
+                    released = int(row[0])
+                    await tx.execute(
+                        "UPDATE holds SET released_at = ?, charged = ? WHERE id = ?",
+                        (s.now, s.charge, s.hold_id),
+                    )
+                await tx.execute(
+                    "UPDATE accounts SET balance = balance - ?, held = held - ? WHERE id = ?",
+                    (s.charge, released, s.account_id),
+                )
+
+    async def reclaim_expired(self, now: int) -> int:
+        async with self.transaction() as tx:
+            rows = await tx.all(
+                "SELECT account_id, SUM(amount), COUNT(*) FROM holds "
+                "WHERE released_at IS NULL AND expires_at <= ? GROUP BY account_id",
+                (now,),
+            )
+            if not rows:
+                return 0
+            await tx.execute(
+                "UPDATE holds SET released_at = ?, charged = 0 "
+                "WHERE released_at IS NULL AND expires_at <= ?",
+                (now, now),
+            )
+            await tx.many(
+                "UPDATE accounts SET held = held - ? WHERE id = ?",
+                [(total, account) for account, total, _ in rows],
+            )
+        return sum(int(count) for _, _, count in rows)
+
+    async def reconcile(self) -> list[Mismatch]:
+        rows = await self.all(
+            "SELECT a.name, a.balance, "
+            "(SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.account_id = a.id), "
+            "a.held, (SELECT COALESCE(SUM(amount), 0) FROM holds h "
+            "         WHERE h.account_id = a.id AND h.released_at IS NULL) "
+            "FROM accounts a ORDER BY a.name"
+        )
+        out = []
+        for name, balance, ledger_sum, held, open_sum in rows:
+            if balance != ledger_sum:
+                out.append(Mismatch(name, "balance", balance, ledger_sum))
+            if held != open_sum:
+                out.append(Mismatch(name, "held", held, open_sum))
+        return out

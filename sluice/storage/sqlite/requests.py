@@ -1,0 +1,28 @@
+"""The request log on SQLite: the record as JSON, keyed by request id and account."""
+
+from __future__ import annotations
+
+import msgspec
+
+from sluice.storage.base import RequestRecord
+from sluice.storage.sqlite.connection import SqliteBase
+
+_RECORD = msgspec.json.Decoder(RequestRecord)
+_ENCODER = msgspec.json.Encoder()
+
+
+class SqliteRequests(SqliteBase):
+    async def write_requests(self, records: list[RequestRecord]) -> None:
+        async with self.transaction() as tx:
+            await tx.many(
+                "INSERT OR REPLACE INTO request_log (id, account_id, created_at, record) "
+                "VALUES (?, ?, ?, ?)",
+                [(r.id, r.account_id, r.created_at, _ENCODER.encode(r).decode()) for r in records],
+            )
+
+    async def get_request(self, request_id: str, account_id: str) -> RequestRecord | None:
+        row = await self.one(
+            "SELECT record FROM request_log WHERE id = ? AND account_id = ?",
+            (request_id, account_id),
+        )
+        return None if row is None else _RECORD.decode(row[0])

@@ -1,0 +1,122 @@
+"""Per-request writes, off the hot path: settlements and request-log rows.
+
+The request hands its rows to :class:`WriteBehind` (no await, no I/O) and goes on; one
+task writes them in batches. A failed batch is retried a few times, then dropped with
+an error in the log: an unsettled hold expires and is reclaimed, so money stays
+consistent (the request is then not charged). The same task reclaims expired holds
+now and then. ``close`` drains what is queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from sluice.storage.base import RequestRecord, Settlement, Store
+
+_log = logging.getLogger("sluice.storage")
+_RETRIES = 5
+_Row = TypeVar("_Row")
+
+
+class WriteBehind:
+    def __init__(
+        self,
+        store: Store,
+        wall_clock: Callable[[], float],
+        *,
+        interval: float = 0.05,
+        reclaim_every: float = 30.0,
+    ) -> None:
+        self._store = store
+        self._wall_clock = wall_clock
+        self._interval = interval
+        self._reclaim_every = reclaim_every
+        self._settlements: list[Settlement] = []
+        self._records: list[RequestRecord] = []
+        self._pending_ids: set[str] = set()
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def settle(self, settlement: Settlement) -> None:
+        self._settlements.append(settlement)
+        self._idle.clear()
+        self._wake.set()
+
+    def log(self, record: RequestRecord) -> None:
+        self._records.append(record)
+        self._pending_ids.add(record.id)
+        self._idle.clear()
+        self._wake.set()
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far is written (tests, shutdown)."""
+        await self._idle.wait()
+
+    async def flush_pending(self, request_id: str) -> None:
+        """Read-your-writes for the request log: wait if that row is still queued."""
+        if request_id in self._pending_ids:
+            await self._idle.wait()
+
+    async def close(self) -> None:
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_reclaim = loop.time()
+        while True:
+            if loop.time() >= next_reclaim:
+                await self._reclaim()
+                next_reclaim = loop.time() + self._reclaim_every
+            if not self._settlements and not self._records:
+                self._idle.set()
+                if self._closing:
+                    return
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), self._reclaim_every)
+                except TimeoutError:
+                    continue
+                await asyncio.sleep(self._interval)  # gather a batch
+            settlements, self._settlements = self._settlements, []
+            records, self._records = self._records, []
+            if settlements:
+                await self._write("settlements", self._store.settle, settlements)
+            if records:
+                await self._write("request log", self._store.write_requests, records)
+                self._pending_ids.difference_update(r.id for r in records)
+
+    async def _write(
+        self, what: str, write: Callable[[list[_Row]], Awaitable[None]], rows: list[_Row]
+    ) -> None:
+        for attempt in range(_RETRIES):
+            try:
+                await write(rows)
+                return
+            except Exception:
+                if attempt == _RETRIES - 1:
+                    _log.exception("dropping %d %s rows after %d tries", len(rows), what, _RETRIES)
+                    return
+                _log.warning("writing %d %s rows failed; retrying", len(rows), what)
+                await asyncio.sleep(0.1 * 2**attempt)
+
+    async def _reclaim(self) -> None:
+        try:
+            reclaimed = await self._store.reclaim_expired(int(self._wall_clock()))
+        except Exception:
+            _log.exception("reclaiming expired holds failed")
+            return
+        if reclaimed:
+            _log.warning("reclaimed %d expired credit holds", reclaimed)

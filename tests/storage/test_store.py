@@ -1,0 +1,135 @@
+"""One suite, both backends (SQLite and PostgreSQL): accounts, keys, holds, ledger, log."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sluice.accounts.keys import key_digest, key_prefix, new_key
+from sluice.errors import ConflictError, NotFoundError
+from sluice.storage.base import HoldRequest, RequestRecord, Settlement, Store
+from sluice.storage.factory import open_store
+
+USD = 10**9
+
+
+async def account(store: Store, name: str = "team", credits: int = 10 * USD) -> str:
+    created = await store.create_account(f"acct_{name}", name, metered=True, credits=credits,
+                                         now=1)
+    return created.id
+
+
+def hold(account_id: str, n: int, amount: int, *, now: int = 10, ttl: int = 60) -> HoldRequest:
+    return HoldRequest(f"hold_{n}", account_id, "key_1", f"req_{n}", amount, now, now + ttl)
+
+
+async def test_migrations_are_idempotent(store: Store) -> None:
+    await store.migrate()
+    await store.migrate()
+
+
+async def test_accounts_keys_and_principals(store: Store) -> None:
+    account_id = await account(store)
+    with pytest.raises(ConflictError):
+        await store.create_account("acct_x", "team", metered=True, credits=0, now=2)
+    key = new_key(bytes(range(32)))
+    await store.add_key("key_1", account_id=account_id, key_digest=key_digest(key),
+                        prefix=key_prefix(key), name="ci", now=3)
+    principal = await store.find_principal(key_digest(key))
+    assert principal is not None
+    assert (principal.account_name, principal.key_id, principal.metered) == ("team", "key_1",
+                                                                             True)
+    assert await store.find_principal("' OR '1'='1") is None
+    keys = await store.list_keys(account_id)
+    assert [(k.id, k.prefix, k.revoked_at) for k in keys] == [("key_1", key_prefix(key), None)]
+    assert await store.revoke_keys(key_prefix(key)[:14], now=4) == 1
+    assert await store.find_principal(key_digest(key)) is None
+    assert await store.revoke_keys(key_prefix(key), now=5) == 0
+    dev = await store.ensure_account("acct_dev", "dev", metered=False, is_dev=True, now=1)
+    assert await store.ensure_account("acct_other", "dev", metered=False, is_dev=True,
+                                      now=2) == dev
+
+
+async def test_credits_and_balances(store: Store) -> None:
+    await account(store, credits=5 * USD)
+    after = await store.add_credits("team", 2 * USD, now=2, note="top-up")
+    assert (after.balance, after.held, after.available) == (7 * USD, 0, 7 * USD)
+    with pytest.raises(NotFoundError):
+        await store.add_credits("nobody", USD, now=2, note="x")
+    assert await store.reconcile() == []
+
+
+async def test_holds_cover_only_the_available_balance(store: Store) -> None:
+    account_id = await account(store, credits=10 * USD)
+    first = await store.place_hold(hold(account_id, 1, 6 * USD))
+    assert first is not None and (first.held, first.available, first.open_holds) == (
+        6 * USD, 4 * USD, 1)
+    assert await store.place_hold(hold(account_id, 2, 5 * USD)) is None  # 4 left
+    assert await store.place_hold(hold(account_id, 3, 4 * USD)) is not None  # exactly enough
+    assert await store.place_hold(hold(account_id, 4, 1)) is None
+    assert await store.reconcile() == []
+
+
+async def test_settlement_charges_releases_and_writes_one_ledger_entry(store: Store) -> None:
+    account_id = await account(store, credits=10 * USD)
+    await store.place_hold(hold(account_id, 1, 3 * USD))
+    settle = Settlement("hold_1", account_id, "key_1", "req_1", 123_456_789, now=20)
+    await store.settle([settle])
+    await store.settle([settle])  # a second settlement of one request changes nothing
+    after = await store.get_account("team")
+    assert after is not None
+    assert (after.balance, after.held, after.open_holds) == (10 * USD - 123_456_789, 0, 0)
+    assert await store.reconcile() == []
+
+
+async def test_expired_holds_are_reclaimed_and_late_settlement_still_charges(
+    store: Store,
+) -> None:
+    account_id = await account(store, credits=10 * USD)
+    await store.place_hold(hold(account_id, 1, 4 * USD, now=10, ttl=5))
+    await store.place_hold(hold(account_id, 2, 1 * USD, now=10, ttl=100))
+    assert await store.reclaim_expired(now=14) == 0
+    assert await store.reclaim_expired(now=15) == 1
+    after = await store.get_account("team")
+    assert after is not None and (after.held, after.open_holds) == (1 * USD, 1)
+    await store.settle([Settlement("hold_1", account_id, "key_1", "req_1", 2 * USD, now=30)])
+    final = await store.get_account("team")
+    assert final is not None and (final.balance, final.held) == (8 * USD, 1 * USD)
+    assert await store.reconcile() == []
+
+
+async def test_concurrent_holds_never_overdraw(store: Store) -> None:
+    account_id = await account(store, credits=50 * USD)
+    results = await asyncio.gather(*[
+        store.place_hold(hold(account_id, n, USD)) for n in range(200)])
+    assert sum(r is not None for r in results) == 50
+    after = await store.get_account("team")
+    assert after is not None and (after.held, after.available) == (50 * USD, 0)
+
+
+async def test_request_log_is_read_by_its_owner_only(store: Store) -> None:
+    record = RequestRecord(id="req_abc", account_id="acct_a", key_id="key_1", created_at=5,
+                           requested_model="m", status="complete", attempts=[
+                               {"position": "primary", "outcome": "served"}])
+    await store.write_requests([record])
+    assert await store.get_request("req_abc", "acct_a") == record
+    assert await store.get_request("req_abc", "acct_b") is None
+    assert await store.get_request("req_nope", "acct_a") is None
+
+
+async def test_two_replicas_share_one_postgres() -> None:
+    from tests.support.databases import fresh_postgres
+
+    async with fresh_postgres() as dsn:
+        one, two = await open_store(dsn), await open_store(dsn)  # both migrate: once
+        try:
+            account_id = await account(one, credits=20 * USD)
+            results = await asyncio.gather(*[
+                (one if n % 2 else two).place_hold(hold(account_id, n, USD))
+                for n in range(100)])
+            assert sum(r is not None for r in results) == 20
+            assert await two.reconcile() == []
+        finally:
+            await one.close()
+            await two.close()
