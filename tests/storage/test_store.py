@@ -15,8 +15,7 @@ USD = 10**9
 
 
 async def account(store: Store, name: str = "team", credits: int = 10 * USD) -> str:
-    created = await store.create_account(f"acct_{name}", name, metered=True, credits=credits,
-                                         now=1)
+    created = await store.create_account(f"acct_{name}", name, metered=True, credits=credits, now=1)
     return created.id
 
 
@@ -34,12 +33,17 @@ async def test_accounts_keys_and_principals(store: Store) -> None:
     with pytest.raises(ConflictError):
         await store.create_account("acct_x", "team", metered=True, credits=0, now=2)
     key = new_key(bytes(range(32)))
-    await store.add_key("key_1", account_id=account_id, key_digest=key_digest(key),
-                        prefix=key_prefix(key), name="ci", now=3)
+    await store.add_key(
+        "key_1",
+        account_id=account_id,
+        key_digest=key_digest(key),
+        prefix=key_prefix(key),
+        name="ci",
+        now=3,
+    )
     principal = await store.find_principal(key_digest(key))
     assert principal is not None
-    assert (principal.account_name, principal.key_id, principal.metered) == ("team", "key_1",
-                                                                             True)
+    assert (principal.account_name, principal.key_id, principal.metered) == ("team", "key_1", True)
     assert await store.find_principal("' OR '1'='1") is None
     keys = await store.list_keys(account_id)
     assert [(k.id, k.prefix, k.revoked_at) for k in keys] == [("key_1", key_prefix(key), None)]
@@ -47,8 +51,7 @@ async def test_accounts_keys_and_principals(store: Store) -> None:
     assert await store.find_principal(key_digest(key)) is None
     assert await store.revoke_keys(key_prefix(key), now=5) == 0
     dev = await store.ensure_account("acct_dev", "dev", metered=False, is_dev=True, now=1)
-    assert await store.ensure_account("acct_other", "dev", metered=False, is_dev=True,
-                                      now=2) == dev
+    assert await store.ensure_account("acct_other", "dev", metered=False, is_dev=True, now=2) == dev
 
 
 async def test_credits_and_balances(store: Store) -> None:
@@ -64,7 +67,10 @@ async def test_holds_cover_only_the_available_balance(store: Store) -> None:
     account_id = await account(store, credits=10 * USD)
     first = await store.place_hold(hold(account_id, 1, 6 * USD))
     assert first is not None and (first.held, first.available, first.open_holds) == (
-        6 * USD, 4 * USD, 1)
+        6 * USD,
+        4 * USD,
+        1,
+    )
     assert await store.place_hold(hold(account_id, 2, 5 * USD)) is None  # 4 left
     assert await store.place_hold(hold(account_id, 3, 4 * USD)) is not None  # exactly enough
     assert await store.place_hold(hold(account_id, 4, 1)) is None
@@ -101,17 +107,24 @@ async def test_expired_holds_are_reclaimed_and_late_settlement_still_charges(
 
 async def test_concurrent_holds_never_overdraw(store: Store) -> None:
     account_id = await account(store, credits=50 * USD)
-    results = await asyncio.gather(*[
-        store.place_hold(hold(account_id, n, USD)) for n in range(200)])
+    results = await asyncio.gather(
+        *[store.place_hold(hold(account_id, n, USD)) for n in range(200)]
+    )
     assert sum(r is not None for r in results) == 50
     after = await store.get_account("team")
     assert after is not None and (after.held, after.available) == (50 * USD, 0)
 
 
 async def test_request_log_is_read_by_its_owner_only(store: Store) -> None:
-    record = RequestRecord(id="req_abc", account_id="acct_a", key_id="key_1", created_at=5,
-                           requested_model="m", status="complete", attempts=[
-                               {"position": "primary", "outcome": "served"}])
+    record = RequestRecord(
+        id="req_abc",
+        account_id="acct_a",
+        key_id="key_1",
+        created_at=5,
+        requested_model="m",
+        status="complete",
+        attempts=[{"position": "primary", "outcome": "served"}],
+    )
     await store.write_requests([record])
     assert await store.get_request("req_abc", "acct_a") == record
     assert await store.get_request("req_abc", "acct_b") is None
@@ -125,9 +138,9 @@ async def test_two_replicas_share_one_postgres() -> None:
         one, two = await open_store(dsn), await open_store(dsn)  # both migrate: once
         try:
             account_id = await account(one, credits=20 * USD)
-            results = await asyncio.gather(*[
-                (one if n % 2 else two).place_hold(hold(account_id, n, USD))
-                for n in range(100)])
+            results = await asyncio.gather(
+                *[(one if n % 2 else two).place_hold(hold(account_id, n, USD)) for n in range(100)]
+            )
             assert sum(r is not None for r in results) == 20
             assert await two.reconcile() == []
         finally:

@@ -2,4 +2,4 @@
 
 from sluice.storage.postgres.store import PostgresStore
 
-__all__ = ["PostgresStore"]
+__all__ = ("PostgresStore",)

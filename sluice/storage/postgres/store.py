@@ -1,9 +1,9 @@
 """PostgreSQL storage (asyncpg): what several gateway replicas share.
 
-Holds are placed by one conditional ``UPDATE`` of the account row
-(``… WHERE balance - held >= amount``): concurrent holds on one account queue on the
-row lock and each re-checks the condition against the committed row, so no
-interleaving can overdraw. Migrations run under an advisory lock, so replicas starting
+A hold is one statement: a conditional ``UPDATE`` of the account row
+(``… WHERE balance - held >= amount``) and the hold's ``INSERT`` in one round trip.
+Concurrent holds on one account queue on the row lock and each re-checks the condition
+against the committed row, so no interleaving can overdraw. Migrations run under an advisory lock, so replicas starting
 together apply each one once.
 """
 
@@ -207,31 +207,24 @@ class PostgresStore:
     # -- holds and the ledger ----------------------------------------------------------
 
     async def place_hold(self, hold: HoldRequest) -> Account | None:
-        async with self.pool.acquire() as conn, conn.transaction():
-            held = await conn.fetchval(
-                "UPDATE accounts SET held = held + $1 WHERE id = $2 AND balance - held >= $1 "
-                "RETURNING held",
-                hold.amount,
-                hold.account_id,
-            )
-            if held is None:
-                return None
-            await conn.execute(
-                "INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, "
-                "expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                hold.hold_id,
-                hold.account_id,
-                hold.key_id,
-                hold.request_id,
-                hold.amount,
-                hold.now,
-                hold.expires_at,
-            )
-            row = await conn.fetchrow(
-                f"SELECT {_ACCOUNT} FROM accounts a WHERE a.id = $1", hold.account_id
-            )
-        assert row is not None
-        return _account(row)
+        row = await self.pool.fetchrow(
+            "WITH held AS (UPDATE accounts SET held = held + $5 "
+            "  WHERE id = $2 AND balance - held >= $5 RETURNING *), "
+            "ins AS (INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, "
+            "  expires_at) SELECT $1, id, $3, $4, $5, $6, $7 FROM held RETURNING 1) "
+            "SELECT a.id, a.name, a.metered, a.is_dev, a.balance, a.held, "
+            "  (SELECT COUNT(*) FROM holds h WHERE h.account_id = a.id "
+            "   AND h.released_at IS NULL) + 1, a.created_at "
+            "FROM held a, ins",
+            hold.hold_id,
+            hold.account_id,
+            hold.key_id,
+            hold.request_id,
+            hold.amount,
+            hold.now,
+            hold.expires_at,
+        )
+        return None if row is None else _account(row)
 
     async def settle(self, settlements: list[Settlement]) -> None:
         async with self.pool.acquire() as conn, conn.transaction():

@@ -10,4 +10,4 @@ class SqliteStore(SqliteAccounts, SqliteLedger, SqliteRequests):
     """Accounts, keys, holds, ledger and request log in one SQLite file."""
 
 
-__all__ = ["SqliteStore", "sqlite_path"]
+__all__ = ("SqliteStore", "sqlite_path")

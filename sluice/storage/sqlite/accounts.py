@@ -6,7 +6,7 @@ import sqlite3
 
 from sluice.errors import ConflictError, NotFoundError
 from sluice.storage.base import Account, KeyInfo, Principal
-from sluice.storage.sqlite.connection import Row, SqliteBase
+from sluice.storage.sqlite.connection import Row, SqliteBase, Tx
 
 ACCOUNT_COLUMNS = (
     "a.id, a.name, a.metered, a.is_dev, a.balance, a.held, "
@@ -17,6 +17,12 @@ ACCOUNT_COLUMNS = (
 
 def account_from(row: Row) -> Account:
     return Account(row[0], row[1], bool(row[2]), bool(row[3]), row[4], row[5], row[6], row[7])
+
+
+def account_by_id(tx: Tx, account_id: str) -> Account:
+    row = tx.one(f"SELECT {ACCOUNT_COLUMNS} FROM accounts a WHERE a.id = ?", (account_id,))
+    assert row is not None
+    return account_from(row)
 
 
 class SqliteAccounts(SqliteBase):
@@ -34,61 +40,57 @@ class SqliteAccounts(SqliteBase):
     async def ensure_account(
         self, account_id: str, name: str, *, metered: bool, is_dev: bool, now: int
     ) -> str:
-        async with self.transaction() as tx:
-            await tx.execute(
+        def work(tx: Tx) -> str:
+            tx.execute(
                 "INSERT INTO accounts (id, name, metered, is_dev, created_at) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO NOTHING",
                 (account_id, name, int(metered), int(is_dev), now),
             )
-            row = await tx.one("SELECT id FROM accounts WHERE name = ?", (name,))
-        assert row is not None
-        return str(row[0])
+            row = tx.one("SELECT id FROM accounts WHERE name = ?", (name,))
+            assert row is not None
+            return str(row[0])
+
+        return await self.write(work)
 
     async def create_account(
         self, account_id: str, name: str, *, metered: bool, credits: int, now: int
     ) -> Account:
-        async with self.transaction() as tx:
+        def work(tx: Tx) -> Account:
             try:
-                await tx.execute(
+                tx.execute(
                     "INSERT INTO accounts (id, name, metered, is_dev, balance, created_at) "
                     "VALUES (?, ?, ?, 0, ?, ?)",
                     (account_id, name, int(metered), credits, now),
                 )
             except sqlite3.IntegrityError:
                 raise ConflictError(f"An account named '{name}' exists already.") from None
-            await tx.execute(
+            tx.execute(
                 "INSERT INTO ledger (account_id, kind, amount, created_at, note) "
                 "VALUES (?, 'credit', ?, ?, 'opening credits')",
                 (account_id, credits, now),
             )
-            row = await tx.one(
-                f"SELECT {ACCOUNT_COLUMNS} FROM accounts a WHERE a.id = ?", (account_id,)
-            )
-        assert row is not None
-        return account_from(row)
+            return account_by_id(tx, account_id)
+
+        return await self.write(work)
 
     async def get_account(self, name: str) -> Account | None:
         row = await self.one(f"SELECT {ACCOUNT_COLUMNS} FROM accounts a WHERE a.name = ?", (name,))
         return None if row is None else account_from(row)
 
     async def add_credits(self, name: str, amount: int, *, now: int, note: str) -> Account:
-        async with self.transaction() as tx:
-            found = await tx.one("SELECT id FROM accounts WHERE name = ?", (name,))
+        def work(tx: Tx) -> Account:
+            found = tx.one("SELECT id FROM accounts WHERE name = ?", (name,))
             if found is None:
                 raise NotFoundError(f"No account named '{name}'.", code="account_not_found")
-            await tx.execute(
-                "UPDATE accounts SET balance = balance + ? WHERE id = ?", (amount, found[0])
-            )
-            await tx.execute(
+            tx.execute("UPDATE accounts SET balance = balance + ? WHERE id = ?", (amount, found[0]))
+            tx.execute(
                 "INSERT INTO ledger (account_id, kind, amount, created_at, note) "
                 "VALUES (?, 'credit', ?, ?, ?)",
                 (found[0], amount, now, note),
             )
-            row = await tx.one(
-                f"SELECT {ACCOUNT_COLUMNS} FROM accounts a WHERE a.id = ?", (found[0],)
-            )
-        assert row is not None
-        return account_from(row)
+            return account_by_id(tx, found[0])
+
+        return await self.write(work)
 
     async def add_key(
         self,
@@ -100,12 +102,13 @@ class SqliteAccounts(SqliteBase):
         name: str | None,
         now: int,
     ) -> None:
-        async with self.transaction() as tx:
-            await tx.execute(
+        await self.write(
+            lambda tx: tx.execute(
                 "INSERT INTO api_keys (id, account_id, prefix, key_digest, name, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(key_digest) DO NOTHING",
                 (key_id, account_id, prefix, key_digest, name, now),
             )
+        )
 
     async def list_keys(self, account_id: str) -> list[KeyInfo]:
         rows = await self.all(
@@ -116,9 +119,10 @@ class SqliteAccounts(SqliteBase):
         return [KeyInfo(*row) for row in rows]
 
     async def revoke_keys(self, prefix: str, now: int) -> int:
-        async with self.transaction() as tx:
-            return await tx.execute(
+        return await self.write(
+            lambda tx: tx.execute(
                 "UPDATE api_keys SET revoked_at = ? "
                 "WHERE revoked_at IS NULL AND substr(prefix, 1, ?) = ?",
                 (now, len(prefix), prefix),
             )
+        )

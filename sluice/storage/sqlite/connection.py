@@ -1,21 +1,20 @@
-"""The embedded default: one SQLite file in WAL mode, reached through aiosqlite's thread.
+"""The embedded default: one SQLite file in WAL mode, owned by one worker thread.
 
-One connection per process; an asyncio lock keeps this process's transactions from
-interleaving on it, and ``BEGIN IMMEDIATE`` takes SQLite's write lock up front, so
-several processes sharing the file serialize their money updates too.
+One connection per process, used only from its thread, so this process's transactions
+never interleave; ``BEGIN IMMEDIATE`` takes SQLite's write lock up front, so several
+processes sharing the file serialize their money updates too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import aiosqlite
+from typing import Any, TypeVar
 
 from sluice.errors import ConfigError
 
@@ -46,96 +45,121 @@ def split_statements(script: str) -> list[str]:
 
 
 Row = tuple[Any, ...]
+_T = TypeVar("_T")
 
 
 class Tx:
-    """Statements inside a transaction (the connection's lock is held)."""
+    """Statements on the connection, inside the database thread."""
 
     __slots__ = ("_db",)
 
-    def __init__(self, db: aiosqlite.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
 
-    async def execute(self, sql: str, params: Iterable[Any] = ()) -> int:
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> int:
         """Run a statement; the number of rows it changed."""
-        async with self._db.execute(sql, tuple(params)) as cur:
-            return cur.rowcount
+        return self._db.execute(sql, tuple(params)).rowcount
 
-    async def many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
-        await self._db.executemany(sql, [tuple(r) for r in rows])
+    def many(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        self._db.executemany(sql, [tuple(r) for r in rows])
 
-    async def one(self, sql: str, params: Iterable[Any] = ()) -> Row | None:
-        async with self._db.execute(sql, tuple(params)) as cur:
-            row = await cur.fetchone()
+    def one(self, sql: str, params: Iterable[Any] = ()) -> Row | None:
+        row = self._db.execute(sql, tuple(params)).fetchone()
         return None if row is None else tuple(row)
 
-    async def all(self, sql: str, params: Iterable[Any] = ()) -> list[Row]:
-        async with self._db.execute(sql, tuple(params)) as cur:
-            rows = await cur.fetchall()
-        return [tuple(r) for r in rows]
+    def all(self, sql: str, params: Iterable[Any] = ()) -> list[Row]:
+        return [tuple(r) for r in self._db.execute(sql, tuple(params)).fetchall()]
 
 
 class SqliteBase:
+    """All statements run in one worker thread that owns the connection; a whole
+    transaction is one hop to that thread, not one per statement."""
+
     def __init__(self, path: Path) -> None:
         self._path = path
-        self._db: aiosqlite.Connection | None = None
-        self._lock = asyncio.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._thread: ThreadPoolExecutor | None = None
 
-    @property
-    def db(self) -> aiosqlite.Connection:
+    async def open(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sluice-sqlite")
+        try:
+            self._db = await self._call(self._connect)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open SQLite database {self._path}: {exc}") from None
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self._path, isolation_level=None)
+        for pragma in (
+            "journal_mode=WAL",
+            "synchronous=NORMAL",
+            "foreign_keys=ON",
+            "busy_timeout=10000",
+        ):
+            db.execute(f"PRAGMA {pragma}")
+        return db
+
+    async def close(self) -> None:
+        db, thread = self._db, self._thread
+        self._db = self._thread = None
+        if db is not None and thread is not None:
+            await asyncio.get_running_loop().run_in_executor(thread, db.close)
+        if thread is not None:
+            thread.shutdown(wait=True)
+
+    async def _call(self, fn: Callable[[], _T]) -> _T:
+        if self._thread is None:
+            raise RuntimeError("store is not open")
+        return await asyncio.get_running_loop().run_in_executor(self._thread, fn)
+
+    def _db_or_fail(self) -> sqlite3.Connection:
         if self._db is None:
             raise RuntimeError("store is not open")
         return self._db
 
-    async def open(self) -> None:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db = await aiosqlite.connect(self._path, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise ConfigError(f"cannot open SQLite database {self._path}: {exc}") from None
-        await self._db.execute("PRAGMA journal_mode=WAL")
-        await self._db.execute("PRAGMA synchronous=NORMAL")
-        await self._db.execute("PRAGMA foreign_keys=ON")
-        await self._db.execute("PRAGMA busy_timeout=10000")
+    async def read(self, work: Callable[[Tx], _T]) -> _T:
+        return await self._call(lambda: work(Tx(self._db_or_fail())))
 
-    async def close(self) -> None:
-        if self._db is not None:
-            await self._db.close()
-            self._db = None
+    async def write(self, work: Callable[[Tx], _T]) -> _T:
+        """``work`` in one ``BEGIN IMMEDIATE`` transaction (SQLite's write lock up front,
+        so other processes on the file wait instead of failing later)."""
 
-    @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Tx]:
-        async with self._lock:
-            await self.db.execute("BEGIN IMMEDIATE")
+        def transaction() -> _T:
+            db = self._db_or_fail()
+            db.execute("BEGIN IMMEDIATE")
             try:
-                yield Tx(self.db)
+                result = work(Tx(db))
             except BaseException:
-                await self.db.execute("ROLLBACK")
+                db.execute("ROLLBACK")
                 raise
-            await self.db.execute("COMMIT")
+            db.execute("COMMIT")
+            return result
+
+        return await self._call(transaction)
 
     async def one(self, sql: str, params: Iterable[Any] = ()) -> Row | None:
-        async with self._lock:
-            return await Tx(self.db).one(sql, params)
+        return await self.read(lambda tx: tx.one(sql, params))
 
     async def all(self, sql: str, params: Iterable[Any] = ()) -> list[Row]:
-        async with self._lock:
-            return await Tx(self.db).all(sql, params)
+        return await self.read(lambda tx: tx.all(sql, params))
 
     async def migrate(self) -> None:
-        await self.db.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations "
-            "(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)"
+        await self.read(
+            lambda tx: tx.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)"
+            )
         )
         for version, script in migration_scripts(_MIGRATIONS_PACKAGE):
-            async with self.transaction() as tx:
-                done = await tx.one("SELECT 1 FROM schema_migrations WHERE version = ?", (version,))
-                if done is not None:
-                    continue
-                for statement in split_statements(script):
-                    await tx.execute(statement)
-                await tx.execute(
-                    "INSERT INTO schema_migrations (version, applied_at) "
-                    "VALUES (?, strftime('%s','now'))",
-                    (version,),
-                )
+            await self.write(functools.partial(_apply, version=version, script=script))
+
+
+def _apply(tx: Tx, version: int, script: str) -> None:
+    if tx.one("SELECT 1 FROM schema_migrations WHERE version = ?", (version,)) is not None:
+        return
+    for statement in split_statements(script):
+        tx.execute(statement)
+    tx.execute(
+        "INSERT INTO schema_migrations (version, applied_at) VALUES (?, strftime('%s','now'))",
+        (version,),
+    )

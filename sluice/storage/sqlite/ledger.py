@@ -3,20 +3,61 @@
 from __future__ import annotations
 
 from sluice.storage.base import Account, HoldRequest, Mismatch, Settlement
-from sluice.storage.sqlite.accounts import ACCOUNT_COLUMNS, account_from
-from sluice.storage.sqlite.connection import SqliteBase
+from sluice.storage.sqlite.accounts import account_by_id
+from sluice.storage.sqlite.connection import SqliteBase, Tx
+
+
+def _settle_one(tx: Tx, s: Settlement) -> None:
+    fresh = tx.execute(
+        "INSERT OR IGNORE INTO ledger (account_id, key_id, request_id, kind, amount, "
+        "created_at) VALUES (?, ?, ?, 'charge', ?, ?)",
+        (s.account_id, s.key_id, s.request_id, -s.charge, s.now),
+    )
+    if not fresh:  # this request was settled before: never charge twice
+        return
+    row = tx.one("SELECT amount FROM holds WHERE id = ? AND released_at IS NULL", (s.hold_id,))
+    released = 0
+    if row is not None:  # (an expired hold was released by reclaim_expired)
+        released = int(row[0])
+        tx.execute(
+            "UPDATE holds SET released_at = ?, charged = ? WHERE id = ?",
+            (s.now, s.charge, s.hold_id),
+        )
+    tx.execute(
+        "UPDATE accounts SET balance = balance - ?, held = held - ? WHERE id = ?",
+        (s.charge, released, s.account_id),
+    )
+
+
+def _reclaim(tx: Tx, now: int) -> int:
+    rows = tx.all(
+        "SELECT account_id, SUM(amount), COUNT(*) FROM holds "
+        "WHERE released_at IS NULL AND expires_at <= ? GROUP BY account_id",
+        (now,),
+    )
+    if not rows:
+        return 0
+    tx.execute(
+        "UPDATE holds SET released_at = ?, charged = 0 "
+        "WHERE released_at IS NULL AND expires_at <= ?",
+        (now, now),
+    )
+    tx.many(
+        "UPDATE accounts SET held = held - ? WHERE id = ?",
+        [(total, account) for account, total, _ in rows],
+    )
+    return sum(int(count) for _, _, count in rows)
 
 
 class SqliteLedger(SqliteBase):
     async def place_hold(self, hold: HoldRequest) -> Account | None:
-        async with self.transaction() as tx:
-            changed = await tx.execute(
+        def work(tx: Tx) -> Account | None:
+            if not tx.execute(
                 "UPDATE accounts SET held = held + ? WHERE id = ? AND balance - held >= ?",
                 (hold.amount, hold.account_id, hold.amount),
-            )
-            if changed == 0:
+            ):
                 return None
-            await tx.execute(
+            tx.execute(
                 "INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, "
                 "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -29,57 +70,19 @@ class SqliteLedger(SqliteBase):
                     hold.expires_at,
                 ),
             )
-            row = await tx.one(
-                f"SELECT {ACCOUNT_COLUMNS} FROM accounts a WHERE a.id = ?", (hold.account_id,)
-            )
-        assert row is not None
-        return account_from(row)
+            return account_by_id(tx, hold.account_id)
+
+        return await self.write(work)
 
     async def settle(self, settlements: list[Settlement]) -> None:
-        async with self.transaction() as tx:
-            for s in settlements:
-                fresh = await tx.execute(
-                    "INSERT OR IGNORE INTO ledger (account_id, key_id, request_id, kind, amount, "
-                    "created_at) VALUES (?, ?, ?, 'charge', ?, ?)",
-                    (s.account_id, s.key_id, s.request_id, -s.charge, s.now),
-                )
-                if not fresh:  # this request was settled before: never charge twice
-                    continue
-                row = await tx.one(
-                    "SELECT amount FROM holds WHERE id = ? AND released_at IS NULL",
-                    (s.hold_id,),
-                )
-                released = 0
-                if row is not None:  # (an expired hold was released by reclaim_expired)
-                    released = int(row[0])
-                    await tx.execute(
-                        "UPDATE holds SET released_at = ?, charged = ? WHERE id = ?",
-                        (s.now, s.charge, s.hold_id),
-                    )
-                await tx.execute(
-                    "UPDATE accounts SET balance = balance - ?, held = held - ? WHERE id = ?",
-                    (s.charge, released, s.account_id),
-                )
+        def work(tx: Tx) -> None:
+            for settlement in settlements:
+                _settle_one(tx, settlement)
+
+        await self.write(work)
 
     async def reclaim_expired(self, now: int) -> int:
-        async with self.transaction() as tx:
-            rows = await tx.all(
-                "SELECT account_id, SUM(amount), COUNT(*) FROM holds "
-                "WHERE released_at IS NULL AND expires_at <= ? GROUP BY account_id",
-                (now,),
-            )
-            if not rows:
-                return 0
-            await tx.execute(
-                "UPDATE holds SET released_at = ?, charged = 0 "
-                "WHERE released_at IS NULL AND expires_at <= ?",
-                (now, now),
-            )
-            await tx.many(
-                "UPDATE accounts SET held = held - ? WHERE id = ?",
-                [(total, account) for account, total, _ in rows],
-            )
-        return sum(int(count) for _, _, count in rows)
+        return await self.write(lambda tx: _reclaim(tx, now))
 
     async def reconcile(self) -> list[Mismatch]:
         rows = await self.all(

@@ -13,12 +13,14 @@ _ENCODER = msgspec.json.Encoder()
 
 class SqliteRequests(SqliteBase):
     async def write_requests(self, records: list[RequestRecord]) -> None:
-        async with self.transaction() as tx:
-            await tx.many(
+        rows = [(r.id, r.account_id, r.created_at, _ENCODER.encode(r).decode()) for r in records]
+        await self.write(
+            lambda tx: tx.many(
                 "INSERT OR REPLACE INTO request_log (id, account_id, created_at, record) "
                 "VALUES (?, ?, ?, ?)",
-                [(r.id, r.account_id, r.created_at, _ENCODER.encode(r).decode()) for r in records],
+                rows,
             )
+        )
 
     async def get_request(self, request_id: str, account_id: str) -> RequestRecord | None:
         row = await self.one(
