@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from sluice.errors import ConfigError
+from sluice.limits.bucket import LimitSpec
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -132,7 +133,15 @@ class StorageConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class LimitsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Rate limits (SPEC §7, docs/limits.md): ``key`` applies to every API key,
+    ``account`` to every account, ``accounts`` overrides it by account name. Shared
+    through Redis when ``redis_url`` is set, else kept in this process."""
+
     redis_url: str | None = None
+    key_prefix: str = "sluice:rl:"
+    key: LimitSpec | None = None
+    account: LimitSpec | None = None
+    accounts: dict[str, LimitSpec] = {}
 
 
 class FileConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -17,6 +17,7 @@ import msgspec
 from sluice.config import (
     ConnectionConfig,
     FileConfig,
+    LimitsConfig,
     MeteringConfig,
     ModelConfig,
     RouteConfig,
@@ -38,7 +39,7 @@ class Settings(msgspec.Struct, frozen=True):
     home: Path
     server: ServerConfig
     storage_url: str
-    redis_url: str | None
+    limits: LimitsConfig
     routing: RoutingConfig
     metering: MeteringConfig
     connections: tuple[ConnectionSettings, ...]
@@ -143,7 +144,7 @@ def build_settings(
         home=home,
         server=server,
         storage_url=storage_url,
-        redis_url=file.limits.redis_url,
+        limits=file.limits,
         routing=file.routing,
         metering=file.metering,
         connections=tuple(connections),

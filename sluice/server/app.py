@@ -18,6 +18,11 @@ import msgspec
 from sluice import __version__
 from sluice.errors import ApiError, InternalError, MethodNotAllowedError, NotFoundError
 from sluice.ids import IdFactory, random_id
+from sluice.limits.base import Limiter, LimiterUnavailableError
+from sluice.limits.decision import Subject
+from sluice.limits.decision import Ticket as LimitTicket
+from sluice.limits.stores.memory import MemoryLimiter
+from sluice.limits.stores.redis import RedisLimiter
 from sluice.metering.charges import Rate, resolve_rate
 from sluice.metering.meter import Meter
 from sluice.metering.pricing import Price
@@ -54,6 +59,7 @@ class Call:
         "attempts",
         "created",
         "headers",
+        "limit_ticket",
         "outcome",
         "principal",
         "request",
@@ -79,6 +85,7 @@ class Call:
         self.headers: Headers = [("x-request-id", request_id)]
         self.attempts: list[AttemptRecord] = []
         self.outcome: Outcome | None = None
+        self.limit_ticket: LimitTicket | None = None
 
 
 Endpoint = Callable[["Gateway", Call], Awaitable[None]]
@@ -124,6 +131,13 @@ class Gateway:
             "/metrics": {"GET": (endpoints.metrics, True)},
         }
         self._request_log: dict[str, tuple[Endpoint, bool]] = {"GET": (endpoints.request_log, True)}
+        limits = settings.limits
+        self.limiter: Limiter = (
+            RedisLimiter.from_url(limits.redis_url, prefix=limits.key_prefix)
+            if limits.redis_url
+            else MemoryLimiter(clock)
+        )
+        self._background: set[asyncio.Task[None]] = set()
         self.writer = WriteBehind(
             store, wall_clock, reclaim_every=settings.metering.reclaim_interval
         )
@@ -153,7 +167,19 @@ class Gateway:
 
     async def close(self) -> None:
         await self.transport.close()
+        if self._background:
+            await asyncio.wait(self._background, timeout=5)
+        await self.limiter.close()
         await self.writer.close()
+
+    def limit_subject(self, principal: Principal) -> Subject:
+        limits = self.settings.limits
+        return Subject(
+            principal.key_id,
+            principal.account_id,
+            key=limits.key,
+            account=limits.accounts.get(principal.account_name, limits.account),
+        )
 
     def rate(self, attempt: Attempt) -> Rate:
         """The price that applies to one attempt (docs/metering.md)."""
@@ -217,6 +243,14 @@ class Gateway:
         outcome, principal = call.outcome, call.principal
         if outcome is None or principal is None:
             return
+        if call.limit_ticket is not None:
+            tokens = outcome.tokens()
+            total = 0 if tokens is None else tokens.total_tokens
+            task = asyncio.get_running_loop().create_task(
+                self._finish_limits(call.limit_ticket, total)
+            )
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         if outcome.ticket is not None:
             self.meter.settle(outcome.ticket, outcome.charge())
         self.writer.log(
@@ -231,6 +265,12 @@ class Gateway:
                 attempts=call.attempts,
             )
         )
+
+    async def _finish_limits(self, ticket: LimitTicket, total_tokens: int) -> None:
+        try:
+            await self.limiter.finish(ticket, total_tokens)
+        except LimiterUnavailableError:
+            _errors.warning("could not settle rate-limit tokens: limiter unavailable")
 
     async def _fail(self, call: Call, err: ApiError) -> None:
         writer = call.writer

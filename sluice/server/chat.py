@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from sluice.errors import ApiError
+from sluice.errors import ApiError, RateLimitError
+from sluice.limits.headers import rate_limit_headers
 from sluice.metering.charges import hold_amount
+from sluice.metering.tokens import estimate_prompt_tokens
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.router import OpenedStream, scrub_secrets
 from sluice.server.keepalive import KeepAlive
@@ -61,6 +63,15 @@ async def chat_completions(gw: Gateway, call: Call) -> None:
     outcome = call.outcome = Outcome(req)
     plan = outcome.plan = gw.planner.plan(req.model, req.models or ())
     assert call.principal is not None
+    decision = await gw.limiter.admit(gw.limit_subject(call.principal), estimate_prompt_tokens(req))
+    call.headers.extend(rate_limit_headers(decision))
+    if not decision.allowed:
+        raise RateLimitError(
+            f"Rate limit reached for {', '.join(decision.exceeded)}.",
+            code="rate_limit_exceeded",
+            retry_after=decision.retry_after,
+        )
+    call.limit_ticket = decision.ticket
     amount = hold_amount(req, [(a.model, gw.rate(a)) for a in plan.attempts])
     outcome.ticket = await gw.meter.hold(call.principal, call.request_id, amount)
     if req.is_stream:

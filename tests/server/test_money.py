@@ -68,6 +68,9 @@ async def test_two_replicas_on_postgres_never_overdraw(tmp_path: Path, fake: Fak
         store = await open_store(dsn)
         key = await metered_key(store, "team", 50 * HOLD)  # exactly 50 holds
         config = f'[storage]\nurl = "{dsn}"\n[server]\nsse_keepalive_interval = 0\n'
+        config += (f'[limits]\nredis_url = "redis://127.0.0.1:6379/0"\n'
+                   f'key_prefix = "sluice-test:{os.getpid()}:{id(dsn)}:"\n'
+                   "key = { requests = 10000 }\n")
         config += openai_connection_toml(fake.base_url)
         async with (
             gateway_process(tmp_path / "a", config) as one,

@@ -1,0 +1,1 @@
+"""Where bucket debts live: ``memory`` (one process) or ``redis`` (shared)."""
