@@ -107,6 +107,12 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     header_timeout: float = 10.0
     body_timeout: float = 60.0
     keepalive_timeout: float = 75.0
+    admin_key_env: str = "SLUICE_ADMIN_KEY"
+    """Variable holding the admin API's bearer key; the admin API is off without it."""
+    secret_key_env: str = "SLUICE_SECRET_KEY"
+    """Variable holding the key that encrypts accounts' provider keys at rest."""
+    allow_private_upstreams: bool = False
+    """Let accounts' own connections reach loopback/private/link-local addresses."""
     sse_keepalive_interval: float = 15.0
     """Seconds between ``: keep-alive`` comments while waiting for the first upstream
     event; 0 sends none."""

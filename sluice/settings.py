@@ -37,6 +37,8 @@ DB_FILE = "sluice.db"
 
 class Settings(msgspec.Struct, frozen=True):
     home: Path
+    admin_key: Secret | None
+    secret_key: Secret | None
     server: ServerConfig
     storage_url: str
     limits: LimitsConfig
@@ -140,8 +142,14 @@ def build_settings(
     if duplicates:
         raise ConfigError(f"duplicate connection ids: {', '.join(duplicates)}")
     storage_url = file.storage.url or f"sqlite:///{(home / DB_FILE).as_posix()}"
+    admin = env.get(server.admin_key_env)
+    secret = env.get(server.secret_key_env)
+    if admin is not None and len(admin) < 32:
+        raise ConfigError(f"{server.admin_key_env} must be at least 32 characters")
     return Settings(
         home=home,
+        admin_key=Secret(admin) if admin else None,
+        secret_key=Secret(secret) if secret else None,
         server=server,
         storage_url=storage_url,
         limits=file.limits,

@@ -38,6 +38,10 @@ class ConnectionSettings(msgspec.Struct, frozen=True):
     on_disconnect: str = "cancel"
     weight: float = 1.0
     prices: Mapping[str, Price] = msgspec.field(default_factory=dict)
+    models: Mapping[str, str] | None = None
+    """An account's own connection: exactly these models (ours -> native), nothing else."""
+    owner: str | None = None
+    """The account that owns this connection (its upstream address is guarded)."""
     options: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
 

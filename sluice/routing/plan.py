@@ -72,7 +72,14 @@ class Planner:
                     )
 
     def servable(self, model: CatalogModel) -> bool:
-        return any(model.native_name(c.id, c.provider) for c in self._connections)
+        return any(
+            (
+                c.models.get(model.id)
+                if c.models is not None
+                else model.native_name(c.id, c.provider)
+            )
+            for c in self._connections
+        )
 
     def plan(self, model: str, extra_models: Sequence[str] = ()) -> Plan:
         if not extra_models:
@@ -130,7 +137,10 @@ class Planner:
         for conn in self._connections:
             if target.connection is not None and conn.id != target.connection:
                 continue
-            native = entry.native_name(conn.id, conn.provider)
+            if conn.models is not None:
+                native = conn.models.get(entry.id)
+            else:
+                native = entry.native_name(conn.id, conn.provider)
             if native:
                 out.append(Attempt(position, Target(entry.id, native, conn), entry))
         return out

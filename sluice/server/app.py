@@ -11,12 +11,18 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from random import Random
-from types import MappingProxyType
 
 import msgspec
 
 from sluice import __version__
-from sluice.errors import ApiError, InternalError, MethodNotAllowedError, NotFoundError
+from sluice.accounts.vault import Vault
+from sluice.errors import (
+    ApiError,
+    InternalError,
+    InvalidRequestError,
+    MethodNotAllowedError,
+    NotFoundError,
+)
 from sluice.ids import IdFactory, random_id
 from sluice.limits.base import Limiter, LimiterUnavailableError
 from sluice.limits.decision import Subject
@@ -29,9 +35,10 @@ from sluice.metering.pricing import Price
 from sluice.providers.registry import AdapterRegistry
 from sluice.routing.breaker import Breaker
 from sluice.routing.catalog import Catalog
-from sluice.routing.plan import Attempt, Planner
+from sluice.routing.plan import Attempt
 from sluice.routing.router import AttemptRecord, Router
 from sluice.server import endpoints
+from sluice.server.admin import ADMIN_PREFIX, admin
 from sluice.server.auth import Authenticator
 from sluice.server.chat import chat_completions
 from sluice.server.endpoints import REQUEST_LOG_PREFIX
@@ -41,6 +48,7 @@ from sluice.server.metrics import Metrics
 from sluice.server.models import model_list
 from sluice.server.outcome import Outcome
 from sluice.server.responses import connection_error, error_headers
+from sluice.server.tenants import Tenants
 from sluice.settings import Settings
 from sluice.storage.base import Principal, Store
 from sluice.storage.writer import WriteBehind
@@ -49,7 +57,6 @@ from sluice.wire.errors import error_event, error_json
 
 _log = logging.getLogger("sluice.access")
 _errors = logging.getLogger("sluice.server")
-_NO_PRICES: Mapping[str, Price] = MappingProxyType({})
 
 
 class Call:
@@ -109,7 +116,17 @@ class Gateway:
         self.wall_clock = wall_clock
         self.clock = clock
         self.catalog = Catalog.with_overrides(list(settings.models))
-        self.planner = Planner(self.catalog, settings.connections, settings.routes)
+        vault = Vault(settings.secret_key) if settings.secret_key is not None else None
+        self.vault = vault
+        self.tenants = Tenants(
+            store=store,
+            vault=vault,
+            catalog=self.catalog,
+            connections=settings.connections,
+            routes=settings.routes,
+            clock=clock,
+        )
+        self.planner = self.tenants.shared.planner
         self.transport = HttpTransport(f"sluice/{__version__}", clock)
         routing = settings.routing
         self.router = Router(
@@ -131,6 +148,9 @@ class Gateway:
             "/metrics": {"GET": (endpoints.metrics, True)},
         }
         self._request_log: dict[str, tuple[Endpoint, bool]] = {"GET": (endpoints.request_log, True)}
+        self._admin: dict[str, tuple[Endpoint, bool]] = {
+            method: (admin, False) for method in ("GET", "POST", "PUT", "DELETE")
+        }
         limits = settings.limits
         self.limiter: Limiter = (
             RedisLimiter.from_url(limits.redis_url, prefix=limits.key_prefix)
@@ -181,15 +201,23 @@ class Gateway:
             account=limits.accounts.get(principal.account_name, limits.account),
         )
 
-    def rate(self, attempt: Attempt) -> Rate:
+    @staticmethod
+    def rate(attempt: Attempt, account_prices: Mapping[str, Price]) -> Rate:
         """The price that applies to one attempt (docs/metering.md)."""
-        return resolve_rate(attempt.model, attempt.target.connection, _NO_PRICES)
+        return resolve_rate(attempt.model, attempt.target.connection, account_prices)
 
     def _endpoints(self, path: str) -> dict[str, tuple[Endpoint, bool]] | None:
         methods = self._routes.get(path)
         if methods is None and path.startswith(REQUEST_LOG_PREFIX):
             return self._request_log
+        if methods is None and path.startswith(ADMIN_PREFIX):
+            return self._admin
         return methods
+
+    async def check_upstream_url(self, url: str) -> None:
+        """Where an account's own connection may point (docs/security.md)."""
+        if not url.startswith(("http://", "https://")):
+            raise InvalidRequestError("base_url must be an http(s) URL.", param="base_url")
 
     def refused(self, status: int, message: str) -> tuple[Headers, bytes]:
         """The response for a request the HTTP layer refused (too big, too slow, malformed)."""

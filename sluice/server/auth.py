@@ -57,3 +57,7 @@ class Authenticator:
         if principal.is_dev and not self._dev_key_enabled:
             raise AuthenticationError("Invalid API key.")
         return principal
+
+    def forget(self) -> None:
+        """Drop every cached key (after a revocation, so it takes effect here at once)."""
+        self._cache.clear()

@@ -60,9 +60,11 @@ def _identity(call: Call, attempt: Attempt, plan: Plan) -> StreamIdentity:
 
 async def chat_completions(gw: Gateway, call: Call) -> None:
     req = decode_chat_request(call.request.body)
-    outcome = call.outcome = Outcome(req)
-    plan = outcome.plan = gw.planner.plan(req.model, req.models or ())
     assert call.principal is not None
+    outcome = call.outcome = Outcome(req)
+    view = await gw.tenants.view(call.principal.account_id)
+    outcome.prices = view.prices
+    plan = outcome.plan = view.planner.plan(req.model, req.models or ())
     decision = await gw.limiter.admit(gw.limit_subject(call.principal), estimate_prompt_tokens(req))
     call.headers.extend(rate_limit_headers(decision))
     if not decision.allowed:
@@ -72,7 +74,7 @@ async def chat_completions(gw: Gateway, call: Call) -> None:
             retry_after=decision.retry_after,
         )
     call.limit_ticket = decision.ticket
-    amount = hold_amount(req, [(a.model, gw.rate(a)) for a in plan.attempts])
+    amount = hold_amount(req, [(a.model, gw.rate(a, view.prices)) for a in plan.attempts])
     outcome.ticket = await gw.meter.hold(call.principal, call.request_id, amount)
     if req.is_stream:
         await _stream(gw, call, outcome, plan)
@@ -90,7 +92,7 @@ async def _open(gw: Gateway, call: Call, outcome: Outcome, plan: Plan) -> Opened
     finally:
         ticker.stop()
     outcome.attempt, outcome.translator = opened.attempt, opened.translator
-    outcome.rate = gw.rate(opened.attempt)
+    outcome.rate = gw.rate(opened.attempt, outcome.prices)
     outcome.first_token = gw.clock() - call.started
     outcome.sent = True
     gw.metrics.first_token(outcome.first_token)
@@ -150,7 +152,7 @@ async def _stream(gw: Gateway, call: Call, outcome: Outcome, plan: Plan) -> None
 async def _complete(gw: Gateway, call: Call, outcome: Outcome, plan: Plan) -> None:
     done = await gw.router.complete(outcome.req, plan, call.attempts)
     outcome.attempt, outcome.completion = done.attempt, done.result
-    outcome.rate = gw.rate(done.attempt)
+    outcome.rate = gw.rate(done.attempt, outcome.prices)
     outcome.first_token = gw.clock() - call.started
     usage = outcome.wire_usage(cut=False)
     assert usage is not None

@@ -8,13 +8,15 @@ was streamed (SPEC §5: only tokens already produced are charged after a cancel)
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import msgspec
 
 from sluice.errors import ApiError
 from sluice.metering.charges import Rate, charge, usd_from_nano
 from sluice.metering.meter import Ticket
-from sluice.metering.pricing import priced_usage
+from sluice.metering.pricing import Price, priced_usage
 from sluice.metering.tokens import TokenUsage, estimate_prompt_tokens, tokens_for_chars
 from sluice.providers.base import ParsedCompletion, StreamTranslator
 from sluice.routing.plan import Attempt, Plan
@@ -41,6 +43,7 @@ class Outcome:
         "error",
         "first_token",
         "plan",
+        "prices",
         "rate",
         "req",
         "sent",
@@ -51,6 +54,7 @@ class Outcome:
     def __init__(self, req: ChatRequest) -> None:
         self.req = req
         self.plan: Plan | None = None
+        self.prices: Mapping[str, Price] = MappingProxyType({})
         self.ticket: Ticket | None = None
         self.attempt: Attempt | None = None
         self.rate: Rate | None = None

@@ -16,6 +16,8 @@ from typing import Protocol
 
 import msgspec
 
+from sluice.config import PriceConfig, Timeouts
+
 NANO_PER_USD = 10**9
 
 
@@ -119,6 +121,19 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     disconnect: str | None = None
 
 
+class StoredConnection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An account's own upstream connection (its key is stored apart, encrypted)."""
+
+    id: str
+    provider: str
+    models: dict[str, str]
+    """Our model id -> the provider's name for it, on this connection."""
+    base_url: str | None = None
+    region: str | None = None
+    timeouts: Timeouts = Timeouts()
+    prices: dict[str, PriceConfig] = {}
+
+
 class Store(Protocol):
     async def migrate(self) -> None: ...
 
@@ -182,6 +197,28 @@ class Store(Protocol):
         ...
 
     async def reconcile(self) -> list[Mismatch]: ...
+
+    # -- accounts' own connections and prices ------------------------------------------
+
+    async def save_connection(
+        self, account_id: str, spec: StoredConnection, api_key_enc: str | None, now: int
+    ) -> None:
+        """Create or replace the account's connection with ``spec.id``."""
+        ...
+
+    async def account_connections(
+        self, account_id: str
+    ) -> list[tuple[StoredConnection, str | None]]:
+        """The account's connections with their encrypted keys, oldest first."""
+        ...
+
+    async def delete_connection(self, account_id: str, connection_id: str) -> bool: ...
+
+    async def set_price(self, account_id: str, model_id: str, price: PriceConfig | None) -> None:
+        """The account's own price for a model (``None`` removes it)."""
+        ...
+
+    async def account_prices(self, account_id: str) -> dict[str, PriceConfig]: ...
 
     # -- request log -------------------------------------------------------------------
 

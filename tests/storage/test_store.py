@@ -146,3 +146,31 @@ async def test_two_replicas_share_one_postgres() -> None:
         finally:
             await one.close()
             await two.close()
+
+
+async def test_account_connections_and_prices(store: Store) -> None:
+    from sluice.config import PriceConfig
+    from sluice.storage.base import StoredConnection
+
+    account_id = await account(store)
+    other = await account(store, "other")
+    spec = StoredConnection(
+        "conn_byo_1",
+        "openai",
+        {"team/gpt": "gpt-4o"},
+        base_url="https://api.example.com/v1",
+        prices={"team/gpt": PriceConfig(1.0, 2.0)},
+    )
+    await store.save_connection(account_id, spec, "gAAAAencrypted", now=5)
+    await store.save_connection(other, spec, "stolen", now=6)  # not another account's id
+    assert await store.account_connections(account_id) == [(spec, "gAAAAencrypted")]
+    assert await store.account_connections(other) == []
+    assert not await store.delete_connection(other, "conn_byo_1")
+    assert await store.delete_connection(account_id, "conn_byo_1")
+    assert await store.account_connections(account_id) == []
+    await store.set_price(account_id, "openai/gpt-4o", PriceConfig(1.5, 6.0, cache_read=0.1))
+    assert await store.account_prices(account_id) == {
+        "openai/gpt-4o": PriceConfig(1.5, 6.0, cache_read=0.1)
+    }
+    await store.set_price(account_id, "openai/gpt-4o", None)
+    assert await store.account_prices(account_id) == {}

@@ -3,8 +3,8 @@
 A hold is one statement: a conditional ``UPDATE`` of the account row
 (``… WHERE balance - held >= amount``) and the hold's ``INSERT`` in one round trip.
 Concurrent holds on one account queue on the row lock and each re-checks the condition
-against the committed row, so no interleaving can overdraw. Migrations run under an advisory lock, so replicas starting
-together apply each one once.
+against the committed row, so no interleaving can overdraw. Migrations run under an
+advisory lock, so replicas starting together apply each one once.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from sluice.storage.base import (
     RequestRecord,
     Settlement,
 )
+from sluice.storage.postgres.tenants import PostgresTenants
 from sluice.storage.sqlite.connection import migration_scripts
 
 _MIGRATIONS_PACKAGE = "sluice.storage.migrations.postgres"
@@ -39,18 +40,12 @@ def _account(row: asyncpg.Record) -> Account:
     return Account(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
 
 
-class PostgresStore:
+class PostgresStore(PostgresTenants):
     def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10) -> None:
         self._dsn = dsn
         self._min = min_size
         self._max = max_size
         self._pool: asyncpg.Pool | None = None
-
-    @property
-    def pool(self) -> asyncpg.Pool:
-        if self._pool is None:
-            raise RuntimeError("store is not open")
-        return self._pool
 
     async def open(self) -> None:
         try:

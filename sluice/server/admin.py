@@ -1,0 +1,293 @@
+"""The admin HTTP API under ``/admin/``, guarded by the admin key (docs/admin.md).
+
+Off unless ``[server] admin_key_env`` names a variable holding a key of 32+ characters;
+then every ``/admin/`` request needs ``Authorization: Bearer <that key>`` (compared in
+constant time). Provider keys sent here are encrypted before they are stored and are
+never returned.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import re
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from sluice.accounts.keys import key_digest, key_prefix, new_key
+from sluice.config import PriceConfig, Timeouts
+from sluice.errors import (
+    AuthenticationError,
+    ConfigError,
+    InvalidRequestError,
+    MethodNotAllowedError,
+    NotFoundError,
+)
+from sluice.ids import random_id
+from sluice.providers.registry import ProviderSpec, provider_spec
+from sluice.server.responses import JSON
+from sluice.storage.base import NANO_PER_USD, Account, StoredConnection
+from sluice.wire.errors import invalid_body_error
+
+if TYPE_CHECKING:
+    from sluice.server.app import Call, Gateway
+
+ADMIN_PREFIX = "/admin/"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
+_CONNECTION_ID = re.compile(r"conn_[A-Za-z0-9_\-]{1,64}")
+_ENCODER = msgspec.json.Encoder()
+
+
+class NewAccount(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    credits: str | int | float = 0
+    metered: bool = True
+
+
+class Credits(msgspec.Struct, forbid_unknown_fields=True):
+    amount: str | int | float
+
+
+class NewKey(msgspec.Struct, forbid_unknown_fields=True):
+    name: str | None = None
+
+
+class Revoke(msgspec.Struct, forbid_unknown_fields=True):
+    prefix: str
+
+
+class ConnectionBody(msgspec.Struct, forbid_unknown_fields=True):
+    provider: str
+    models: dict[str, str]
+    base_url: str | None = None
+    api_key: str | None = None
+    region: str | None = None
+    timeouts: Timeouts = Timeouts()
+    prices: dict[str, PriceConfig] = {}
+
+
+def _decode(body: bytes, kind: type[Any]) -> Any:
+    try:
+        return msgspec.json.decode(body or b"{}", type=kind)
+    except msgspec.DecodeError as exc:
+        raise invalid_body_error(exc) from None
+
+
+def _nano(amount: str | int | float, param: str) -> int:
+    try:
+        value = Decimal(str(amount)) * NANO_PER_USD
+    except InvalidOperation:
+        raise InvalidRequestError(f"'{amount}' is not an amount in USD.", param=param) from None
+    if value != value.to_integral_value():
+        raise InvalidRequestError("Amounts have at most 9 decimals.", param=param)
+    return int(value)
+
+
+def _account_json(account: Account) -> dict[str, object]:
+    return {
+        "id": account.id,
+        "name": account.name,
+        "metered": account.metered,
+        "balance": account.balance / NANO_PER_USD,
+        "held": account.held / NANO_PER_USD,
+        "available": account.available / NANO_PER_USD,
+        "open_holds": account.open_holds,
+    }
+
+
+async def _send(call: Call, status: int, doc: object) -> None:
+    await call.writer.send(status, [*call.headers, JSON], _ENCODER.encode(doc))
+
+
+def authorize(gw: Gateway, call: Call) -> None:
+    expected = gw.settings.admin_key
+    if expected is None:
+        raise NotFoundError(f"Unknown request URL: {call.request.method} {call.request.path}.")
+    scheme, _, given = (call.request.headers.get("authorization") or "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        given.encode(), expected.reveal().encode()
+    ):
+        raise AuthenticationError("Invalid admin key.", code="invalid_admin_key")
+
+
+async def _account(gw: Gateway, name: str) -> Account:
+    account = await gw.store.get_account(name)
+    if account is None:
+        raise NotFoundError(f"No account named '{name}'.", code="account_not_found")
+    return account
+
+
+async def admin(gw: Gateway, call: Call) -> None:
+    """Dispatch ``/admin/…`` by method and path segments."""
+    authorize(gw, call)
+    parts = call.request.path[len(ADMIN_PREFIX) :].split("/")
+    now = int(gw.wall_clock())
+    if not await _accounts_and_keys(gw, call, parts, now) and not await _connections_and_prices(
+        gw, call, parts, now
+    ):
+        raise _unknown(call, parts)
+
+
+async def _accounts_and_keys(gw: Gateway, call: Call, parts: list[str], now: int) -> bool:
+    method, body = call.request.method, call.request.body
+    match parts:
+        case ["accounts"] if method == "POST":
+            new = _decode(body, NewAccount)
+            if not _NAME.fullmatch(new.name):
+                raise InvalidRequestError(
+                    "Account names are 1-64 letters, digits, . _ -", param="name"
+                )
+            account = await gw.store.create_account(
+                random_id("acct"),
+                new.name,
+                metered=new.metered,
+                credits=_nano(new.credits, "credits"),
+                now=now,
+            )
+            await _send(call, 201, _account_json(account))
+        case ["accounts", name] if method == "GET":
+            await _send(call, 200, _account_json(await _account(gw, name)))
+        case ["accounts", name, "credits"] if method == "POST":
+            amount = _nano(_decode(body, Credits).amount, "amount")
+            account = await gw.store.add_credits(name, amount, now=now, note="admin api")
+            await _send(call, 200, _account_json(account))
+        case ["accounts", name, "keys"] if method == "GET":
+            account = await _account(gw, name)
+            keys = await gw.store.list_keys(account.id)
+            await _send(
+                call,
+                200,
+                {
+                    "data": [
+                        {
+                            "prefix": k.prefix,
+                            "name": k.name,
+                            "created_at": k.created_at,
+                            "revoked": k.revoked_at is not None,
+                        }
+                        for k in keys
+                    ]
+                },
+            )
+        case ["accounts", name, "keys"] if method == "POST":
+            account = await _account(gw, name)
+            key = new_key(os.urandom(32))
+            await gw.store.add_key(
+                random_id("key"),
+                account_id=account.id,
+                key_digest=key_digest(key),
+                prefix=key_prefix(key),
+                name=_decode(body, NewKey).name,
+                now=now,
+            )
+            await _send(call, 201, {"key": key, "prefix": key_prefix(key)})
+        case ["keys", "revoke"] if method == "POST":
+            prefix = _decode(body, Revoke).prefix
+            if len(prefix) < len("sk-sluice-") + 4:
+                raise InvalidRequestError(
+                    "Give at least `sk-sluice-` and 4 more characters.", param="prefix"
+                )
+            revoked = await gw.store.revoke_keys(prefix, now)
+            gw.auth.forget()
+            await _send(call, 200, {"revoked": revoked})
+        case _:
+            return False
+    return True
+
+
+async def _connections_and_prices(gw: Gateway, call: Call, parts: list[str], now: int) -> bool:
+    method, body = call.request.method, call.request.body
+    match parts:
+        case ["accounts", name, "connections"] if method == "GET":
+            account = await _account(gw, name)
+            await _send(
+                call,
+                200,
+                {
+                    "data": [
+                        {**msgspec.to_builtins(spec), "has_api_key": key is not None}
+                        for spec, key in await gw.store.account_connections(account.id)
+                    ]
+                },
+            )
+        case ["accounts", name, "connections", conn_id] if method == "PUT":
+            await _put_connection(gw, call, await _account(gw, name), conn_id, now)
+        case ["accounts", name, "connections", conn_id] if method == "DELETE":
+            account = await _account(gw, name)
+            if not await gw.store.delete_connection(account.id, conn_id):
+                raise NotFoundError(f"No connection '{conn_id}'.", code="connection_not_found")
+            gw.tenants.invalidate(account.id)
+            await _send(call, 200, {"deleted": conn_id})
+        case ["accounts", name, "prices", *model] if model and method in ("PUT", "DELETE"):
+            account = await _account(gw, name)
+            model_id = "/".join(model)
+            if gw.catalog.get(model_id) is None:
+                raise NotFoundError(
+                    f"No model '{model_id}' in the catalog.", code="model_not_found"
+                )
+            price = _decode(body, PriceConfig) if method == "PUT" else None
+            await gw.store.set_price(account.id, model_id, price)
+            gw.tenants.invalidate(account.id)
+            await _send(call, 200, {"model": model_id, "price": msgspec.to_builtins(price)})
+        case _:
+            return False
+    return True
+
+
+def _unknown(call: Call, parts: list[str]) -> Exception:
+    known = {"accounts", "keys"}
+    if parts and parts[0] in known:
+        return MethodNotAllowedError(
+            f"{call.request.method} is not allowed on {call.request.path}."
+        )
+    return NotFoundError(f"Unknown request URL: {call.request.method} {call.request.path}.")
+
+
+async def _put_connection(
+    gw: Gateway, call: Call, account: Account, conn_id: str, now: int
+) -> None:
+    if not _CONNECTION_ID.fullmatch(conn_id):
+        raise InvalidRequestError(
+            "Connection ids look like conn_<letters, digits, _ ->.", param="id"
+        )
+    if any(c.id == conn_id for c in gw.settings.connections):
+        raise InvalidRequestError(f"'{conn_id}' is the id of an operator connection.", param="id")
+    new = _decode(call.request.body, ConnectionBody)
+    kind = provider_spec_or_400(new.provider)
+    for model in [*new.models, *new.prices]:
+        if gw.catalog.get(model) is None:
+            raise InvalidRequestError(f"No model '{model}' in the catalog.", param="models")
+    if kind.local:
+        raise InvalidRequestError(
+            "That provider cannot be an account's connection.", param="provider"
+        )
+    base_url = new.base_url or kind.default_base_url
+    if not base_url:
+        raise InvalidRequestError("This provider needs a base_url.", param="base_url")
+    await gw.check_upstream_url(base_url.replace("{region}", new.region or "us-east-1"))
+    if new.api_key is not None and gw.vault is None:
+        raise InvalidRequestError(
+            "The gateway has no secret key to encrypt provider keys with.", param="api_key"
+        )
+    sealed = None if new.api_key is None or gw.vault is None else gw.vault.seal(new.api_key)
+    spec = StoredConnection(
+        conn_id,
+        kind.kind,
+        new.models,
+        base_url=new.base_url,
+        region=new.region,
+        timeouts=new.timeouts,
+        prices=new.prices,
+    )
+    await gw.store.save_connection(account.id, spec, sealed, now)
+    gw.tenants.invalidate(account.id)
+    await _send(call, 200, {**msgspec.to_builtins(spec), "has_api_key": sealed is not None})
+
+
+def provider_spec_or_400(kind: str) -> ProviderSpec:
+    try:
+        return provider_spec(kind)
+    except ConfigError as exc:
+        raise InvalidRequestError(str(exc), param="provider") from None

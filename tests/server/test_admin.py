@@ -1,0 +1,190 @@
+"""The admin API: accounts, credits, keys, an account's own connections and prices."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cryptography.fernet import Fernet
+
+from sluice.server.lifecycle import RunningGateway
+from tests.support.fake_openai import text_stream
+from tests.support.fake_upstream import FakeUpstream, Reply
+from tests.support.gateway import openai_connection_toml, running_gateway
+from tests.support.raw_http import RawResponse, exchange, get, post
+
+ADMIN = "admin-" + "x" * 40
+SECRET = Fernet.generate_key().decode()
+ENV = {"SLUICE_ADMIN_KEY": ADMIN, "SLUICE_SECRET_KEY": SECRET}
+BYO_KEY = "sk-byo-provider-key-0123456789"
+
+
+async def admin(
+    gw: RunningGateway, method: str, path: str, doc: object | None = None, token: str = ADMIN
+) -> RawResponse:
+    body = b"" if doc is None else json.dumps(doc).encode()
+    request = (
+        f"{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    return await exchange(gw.host, gw.port, request)
+
+
+async def test_admin_api_is_off_without_a_key_and_refuses_wrong_keys(tmp_path: Path) -> None:
+    async with running_gateway(tmp_path / "off") as gw:
+        off = await admin(gw, "GET", "/admin/accounts/dev")
+    async with running_gateway(tmp_path / "on", env=ENV) as gw:
+        wrong = await admin(gw, "GET", "/admin/accounts/dev", token="nope" * 10)
+        assert gw.dev_key is not None
+        dev_key = await admin(gw, "GET", "/admin/accounts/dev", token=gw.dev_key.key)
+        ok = await admin(gw, "GET", "/admin/accounts/dev")
+    assert off.status == 404
+    assert wrong.status == 401 and wrong.json()["error"]["code"] == "invalid_admin_key"
+    assert dev_key.status == 401  # an API key is not an admin key
+    assert ok.status == 200 and ok.json()["name"] == "dev"
+
+
+async def test_accounts_credits_and_keys(tmp_path: Path) -> None:
+    async with running_gateway(tmp_path, env=ENV) as gw:
+        created = await admin(gw, "POST", "/admin/accounts", {"name": "team", "credits": "12.5"})
+        again = await admin(gw, "POST", "/admin/accounts", {"name": "team"})
+        topped = await admin(gw, "POST", "/admin/accounts/team/credits", {"amount": 2.5})
+        bad = await admin(gw, "POST", "/admin/accounts/team/credits", {"amount": "1e-12"})
+        typo = await admin(gw, "POST", "/admin/accounts", {"name": "x", "credit": 1})
+        new = (await admin(gw, "POST", "/admin/accounts/team/keys", {"name": "ci"})).json()
+        works = await exchange(gw.host, gw.port, get("/v1/models", new["key"]))
+        listed = await admin(gw, "GET", "/admin/accounts/team/keys")
+        revoked = await admin(gw, "POST", "/admin/keys/revoke", {"prefix": new["prefix"]})
+        stopped = await exchange(gw.host, gw.port, get("/v1/models", new["key"]))
+        unknown = await admin(gw, "GET", "/admin/accounts/nobody")
+        assert await gw.gateway.store.reconcile() == []
+    assert created.status == 201 and created.json()["balance"] == 12.5
+    assert again.status == 409 and again.json()["error"]["code"] == "conflict"
+    assert topped.json()["balance"] == 15.0
+    assert bad.status == 400 and bad.json()["error"]["param"] == "amount"
+    assert typo.status == 400
+    assert works.status == 200
+    assert new["key"] not in listed.body.decode()
+    assert listed.json()["data"] == [
+        {
+            "prefix": new["prefix"],
+            "name": "ci",
+            "created_at": listed.json()["data"][0]["created_at"],
+            "revoked": False,
+        }
+    ]
+    assert revoked.json() == {"revoked": 1}
+    assert stopped.status == 401  # revoked here takes effect at once
+    assert unknown.status == 404
+
+
+async def test_an_accounts_own_connection_serves_only_that_account(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    fake.default = Reply.stream(
+        *text_stream(
+            "byo", usage={"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
+        )
+    )
+    config = "[server]\nport = 0\nallow_private_upstreams = true\n"
+    async with running_gateway(tmp_path, config, env=ENV) as gw:
+        await admin(gw, "POST", "/admin/accounts", {"name": "team", "credits": 1})
+        key = (await admin(gw, "POST", "/admin/accounts/team/keys")).json()["key"]
+        saved = await admin(
+            gw,
+            "PUT",
+            "/admin/accounts/team/connections/conn_team_openai",
+            {
+                "provider": "openai",
+                "base_url": fake.base_url,
+                "api_key": BYO_KEY,
+                "models": {"openai/gpt-4o-mini": "gpt-4o-mini-byo"},
+                "prices": {"openai/gpt-4o-mini": {"input": 1.0, "output": 1.0}},
+            },
+        )
+        listed = await admin(gw, "GET", "/admin/accounts/team/connections")
+        body = json.dumps(
+            {
+                "model": "openai/gpt-4o-mini",
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "messages": [{"role": "user", "content": "hi"}],
+            }
+        ).encode()
+        mine = await exchange(gw.host, gw.port, post("/v1/chat/completions", body, key))
+        assert gw.dev_key is not None
+        theirs = await exchange(
+            gw.host, gw.port, post("/v1/chat/completions", body, gw.dev_key.key)
+        )
+        team = await gw.gateway.store.get_account("team")
+        assert team is not None
+        raw_rows = await gw.gateway.store.account_connections(team.id)
+    assert saved.status == 200 and saved.json()["has_api_key"] is True
+    assert BYO_KEY not in saved.body.decode() and BYO_KEY not in listed.body.decode()
+    assert raw_rows and raw_rows[0][1] is not None and BYO_KEY not in raw_rows[0][1]
+    assert mine.status == 200
+    first = json.loads(mine.body.split(b"\n\n")[0].removeprefix(b"data: "))
+    assert (first["connection"], first["route"]) == ("conn_team_openai", "primary")
+    usage = json.loads(mine.body.split(b"\n\n")[-3].removeprefix(b"data: "))["usage"]
+    assert usage["price_source"] == "custom_provider" and usage["cost"] == 2e-5
+    assert fake.requests[0].headers["authorization"] == f"Bearer {BYO_KEY}"
+    assert fake.requests[0].json()["model"] == "gpt-4o-mini-byo"
+    assert theirs.status == 404  # the dev account has no connection serving that model
+
+
+async def test_an_accounts_own_price(tmp_path: Path, fake: FakeUpstream) -> None:
+    fake.default = Reply.stream(
+        *text_stream(
+            "x", usage={"prompt_tokens": 1000, "completion_tokens": 0, "total_tokens": 1000}
+        )
+    )
+    async with running_gateway(tmp_path, openai_connection_toml(fake.base_url), env=ENV) as gw:
+        await admin(gw, "POST", "/admin/accounts", {"name": "team", "credits": 1})
+        key = (await admin(gw, "POST", "/admin/accounts/team/keys")).json()["key"]
+        priced = await admin(
+            gw, "PUT", "/admin/accounts/team/prices/test/gpt-fake", {"input": 0.5, "output": 0.5}
+        )
+        body = json.dumps(
+            {
+                "model": "test/gpt-fake",
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "messages": [{"role": "user", "content": "hi"}],
+            }
+        ).encode()
+        resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", body, key))
+        unknown = await admin(
+            gw, "PUT", "/admin/accounts/team/prices/no/such", {"input": 1, "output": 1}
+        )
+    assert priced.status == 200
+    usage = json.loads(resp.body.split(b"\n\n")[-3].removeprefix(b"data: "))["usage"]
+    assert (usage["cost"], usage["price_source"]) == (0.0005, "custom")
+    assert unknown.status == 404
+
+
+async def test_connection_validation(tmp_path: Path) -> None:
+    async with running_gateway(tmp_path, env=ENV) as gw:
+        await admin(gw, "POST", "/admin/accounts", {"name": "team"})
+        cases = {
+            "bad-id": (
+                "/admin/accounts/team/connections/evil",
+                {"provider": "openai", "models": {}},
+            ),
+            "operator-id": (
+                "/admin/accounts/team/connections/conn_demo",
+                {"provider": "openai", "models": {}},
+            ),
+            "kind": ("/admin/accounts/team/connections/conn_x", {"provider": "nope", "models": {}}),
+            "model": (
+                "/admin/accounts/team/connections/conn_x",
+                {"provider": "openai", "models": {"no/such": "x"}},
+            ),
+            "scheme": (
+                "/admin/accounts/team/connections/conn_x",
+                {"provider": "openai", "base_url": "file:///etc/passwd", "models": {}},
+            ),
+            "demo": ("/admin/accounts/team/connections/conn_x", {"provider": "demo", "models": {}}),
+        }
+        results = {name: await admin(gw, "PUT", path, doc) for name, (path, doc) in cases.items()}
+    for name, resp in results.items():
+        assert resp.status == 400, name
