@@ -21,6 +21,7 @@ PURE = [
     ROOT / "limits" / "decision.py",
     ROOT / "limits" / "headers.py",
     ROOT / "routing" / "plan.py",
+    ROOT / "transport" / "address_policy.py",
     ROOT / "routing" / "catalog.py",
     ROOT / "accounts" / "keys.py",
     ROOT / "errors.py",

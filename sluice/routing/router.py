@@ -189,7 +189,9 @@ class Router:
         target = attempt.target
         adapter = self._registry.adapter(target.connection.provider)
         upstream = adapter.build_request(req, target)
-        resp = await self._transport.send(upstream, target.connection.timeouts)
+        resp = await self._transport.send(
+            upstream, target.connection.timeouts, guarded=target.connection.owner is not None
+        )
         if resp.status >= 300:
             try:
                 body = await resp.read_body(self._error_body_bytes)

@@ -19,7 +19,6 @@ from sluice.accounts.vault import Vault
 from sluice.errors import (
     ApiError,
     InternalError,
-    InvalidRequestError,
     MethodNotAllowedError,
     NotFoundError,
 )
@@ -52,6 +51,7 @@ from sluice.server.tenants import Tenants
 from sluice.settings import Settings
 from sluice.storage.base import Principal, Store
 from sluice.storage.writer import WriteBehind
+from sluice.transport.guarded_resolver import check_base_url, system_resolve
 from sluice.transport.http import HttpTransport
 from sluice.wire.errors import error_event, error_json
 
@@ -127,7 +127,11 @@ class Gateway:
             clock=clock,
         )
         self.planner = self.tenants.shared.planner
-        self.transport = HttpTransport(f"sluice/{__version__}", clock)
+        self.transport = HttpTransport(
+            f"sluice/{__version__}",
+            clock,
+            allow_private_upstreams=settings.server.allow_private_upstreams,
+        )
         routing = settings.routing
         self.router = Router(
             registry=AdapterRegistry(new_id),
@@ -215,9 +219,13 @@ class Gateway:
         return methods
 
     async def check_upstream_url(self, url: str) -> None:
-        """Where an account's own connection may point (docs/security.md)."""
-        if not url.startswith(("http://", "https://")):
-            raise InvalidRequestError("base_url must be an http(s) URL.", param="base_url")
+        """Where an account's own connection may point (docs/security.md): checked when
+        saved, and again on every connect by the transport's guarded pool."""
+        await check_base_url(
+            url,
+            allow_private=self.settings.server.allow_private_upstreams,
+            resolve=system_resolve,
+        )
 
     def refused(self, status: int, message: str) -> tuple[Headers, bytes]:
         """The response for a request the HTTP layer refused (too big, too slow, malformed)."""

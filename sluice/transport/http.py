@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import aiohttp
 from yarl import URL
@@ -19,6 +19,7 @@ from sluice.config import Timeouts
 from sluice.errors import ApiError, RequestTimeoutError, UpstreamError
 from sluice.providers.base import UpstreamRequest
 from sluice.transport.aws_sigv4 import AwsSigner
+from sluice.transport.guarded_resolver import guarded_connector
 
 _READ_SIZE = 64 * 1024
 
@@ -190,30 +191,46 @@ class LocalResponse:
 class HttpTransport:
     """Sends :class:`UpstreamRequest` objects; one instance per gateway process."""
 
-    def __init__(self, user_agent: str, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, user_agent: str, clock: Callable[[], float], *, allow_private_upstreams: bool
+    ) -> None:
         self._user_agent = user_agent
         self._clock = clock
+        self._allow_private = allow_private_upstreams
         self._session: aiohttp.ClientSession | None = None
+        self._guarded: aiohttp.ClientSession | None = None
         self._signer: AwsSigner | None = None
 
-    async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=30)
-        self._session = aiohttp.ClientSession(
+    def _new_session(self, connector: aiohttp.TCPConnector) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
             connector=connector,
             headers={"user-agent": self._user_agent},
             skip_auto_headers=("content-type",),
             timeout=aiohttp.ClientTimeout(total=None),
         )
 
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+    async def start(self) -> None:
+        options: dict[str, Any] = {"limit": 0, "ttl_dns_cache": 300, "keepalive_timeout": 30}
+        self._session = self._new_session(aiohttp.TCPConnector(**options))
+        # accounts' own upstreams: checked addresses, and never the operator's pool
+        self._guarded = self._new_session(
+            guarded_connector(allow_private=self._allow_private, **options)
+        )
 
-    async def send(self, req: UpstreamRequest, timeouts: Timeouts) -> UpstreamResponse:
+    async def close(self) -> None:
+        for session in (self._session, self._guarded):
+            if session is not None:
+                await session.close()
+        self._session = self._guarded = None
+
+    async def send(
+        self, req: UpstreamRequest, timeouts: Timeouts, *, guarded: bool = False
+    ) -> UpstreamResponse:
+        """``guarded``: an account's own connection (SSRF checks, its own pool)."""
         if req.local is not None:
             return LocalResponse(req.local.script())
-        if self._session is None:
+        session = self._guarded if guarded else self._session
+        if session is None:
             raise RuntimeError("transport not started")
         headers = req.headers
         if req.aws_sigv4 is not None:
@@ -223,7 +240,7 @@ class HttpTransport:
         # first event and stall are enforced by the router and the response watchdog
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect)
         try:
-            resp = await self._session.request(
+            resp = await session.request(
                 req.method,
                 URL(req.url, encoded=True),  # sent exactly as built (and as signed)
                 data=req.body,

@@ -188,3 +188,28 @@ async def test_connection_validation(tmp_path: Path) -> None:
         results = {name: await admin(gw, "PUT", path, doc) for name, (path, doc) in cases.items()}
     for name, resp in results.items():
         assert resp.status == 400, name
+
+
+async def test_an_accounts_connection_may_not_point_inside(tmp_path: Path) -> None:
+    async with running_gateway(tmp_path, env=ENV) as gw:
+        await admin(gw, "POST", "/admin/accounts", {"name": "team"})
+        results = [
+            await admin(
+                gw,
+                "PUT",
+                "/admin/accounts/team/connections/conn_x",
+                {"provider": "openai-compatible", "base_url": url, "models": {}},
+            )
+            for url in (
+                "http://127.0.0.1:9/v1",
+                "http://169.254.169.254/latest",
+                "http://[::ffff:127.0.0.1]/v1",
+                "http://2130706433/v1",
+                "http://localhost:8787/v1",
+                "http://good.com@10.0.0.1/v1",
+            )
+        ]
+    for resp in results:
+        assert resp.status == 400
+        assert resp.json()["error"]["param"] == "base_url"
+        assert resp.json()["error"]["code"] in ("base_url_not_allowed", "invalid_base_url")
