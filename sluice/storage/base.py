@@ -84,6 +84,17 @@ class Mismatch(msgspec.Struct, frozen=True):
     expected: int
 
 
+def mismatches(rows: list[tuple[str, int, int, int, int]]) -> list[Mismatch]:
+    """From ``(name, balance, Σ ledger, held, Σ open holds)`` rows: what does not add up."""
+    out = []
+    for name, balance, ledger_sum, held, open_sum in rows:
+        if balance != ledger_sum:
+            out.append(Mismatch(name, "balance", balance, ledger_sum))
+        if held != open_sum:
+            out.append(Mismatch(name, "held", held, open_sum))
+    return out
+
+
 class RequestRecord(msgspec.Struct, kw_only=True):
     """One row of the request log (SPEC §8)."""
 

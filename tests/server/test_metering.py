@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 
-from sluice.accounts.keys import key_digest, key_prefix, new_key
 from sluice.metering.charges import nano_from_pico
 from sluice.metering.pricing import Price, cost_pico
 from sluice.metering.tokens import TokenUsage, estimate_prompt_tokens, tokens_for_chars
 from sluice.server.chat import decode_chat_request
 from sluice.server.lifecycle import RunningGateway
+from tests.support.accounts import metered_key
 from tests.support.fake_openai import chunk, text_stream
 from tests.support.fake_upstream import FakeUpstream, Pause, Reply, Step
 from tests.support.gateway import openai_connection_toml, running_gateway
@@ -27,21 +26,6 @@ USAGE = {
     "prompt_tokens_details": {"cached_tokens": 200},
 }
 MESSAGES = [{"role": "user", "content": "hello there"}]
-
-
-async def metered_key(gw: RunningGateway, name: str, credits: int) -> str:
-    store = gw.gateway.store
-    account = await store.create_account(f"acct_{name}", name, metered=True, credits=credits, now=1)
-    key = new_key(os.urandom(32))
-    await store.add_key(
-        f"key_{name}",
-        account_id=account.id,
-        key_digest=key_digest(key),
-        prefix=key_prefix(key),
-        name=None,
-        now=1,
-    )
-    return key
 
 
 def body(**extra: object) -> bytes:
@@ -68,8 +52,8 @@ async def test_a_metered_stream_is_held_charged_and_logged(
 ) -> None:
     fake.queue(Reply.stream(*text_stream("Hi", " there", usage=USAGE)))
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
-        key = await metered_key(gw, "team", 1 * USD)
-        other = await metered_key(gw, "other", 1 * USD)
+        key = await metered_key(gw.gateway.store, "team", 1 * USD)
+        other = await metered_key(gw.gateway.store, "other", 1 * USD)
         resp = await exchange(
             gw.host,
             gw.port,
@@ -151,7 +135,7 @@ async def test_insufficient_credits_is_402_before_any_upstream_call(
     tmp_path: Path, fake: FakeUpstream
 ) -> None:
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
-        key = await metered_key(gw, "poor", 1000)  # a millionth of a dollar
+        key = await metered_key(gw.gateway.store, "poor", 1000)  # a millionth of a dollar
         resp = await exchange(
             gw.host, gw.port, post("/v1/chat/completions", body(max_tokens=4000), key)
         )
@@ -173,7 +157,7 @@ async def test_a_cancelled_stream_pays_only_for_what_was_streamed(
         steps += [chunk(content="abcdefgh"), Pause(0.02)]
     fake.queue(Reply.stream(*steps))
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
-        key = await metered_key(gw, "team", 1 * USD)
+        key = await metered_key(gw.gateway.store, "team", 1 * USD)
         client = await RawClient.connect(gw.host, gw.port)
         await client.send(post("/v1/chat/completions", body(stream=True, max_tokens=2000), key))
         await client.read_head()
@@ -206,7 +190,7 @@ async def test_a_failed_request_releases_its_hold_and_charges_nothing(
 ) -> None:
     fake.queue(Reply.json({"error": {"message": "down"}}, status=503))
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
-        key = await metered_key(gw, "team", 1 * USD)
+        key = await metered_key(gw.gateway.store, "team", 1 * USD)
         resp = await exchange(
             gw.host, gw.port, post("/v1/chat/completions", body(stream=True), key)
         )
@@ -244,7 +228,7 @@ async def test_connection_price_beats_the_list_price(tmp_path: Path, fake: FakeU
         'prices = { "test/gpt-fake" = { input = 1.0, output = 1.0 } }',
     )
     async with running_gateway(tmp_path, config) as gw:
-        key = await metered_key(gw, "team", 1 * USD)
+        key = await metered_key(gw.gateway.store, "team", 1 * USD)
         resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", body(), key))
         assert await balance(gw, "team") == (1 * USD - 20_000, 0)  # 20 tokens at $1/M
     usage = resp.json()["usage"]

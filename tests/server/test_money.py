@@ -11,13 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sluice.accounts.keys import key_digest, key_prefix, new_key
 from sluice.metering.charges import nano_from_pico
 from sluice.metering.pricing import Price, cost_pico
 from sluice.metering.tokens import TokenUsage, estimate_prompt_tokens, tokens_for_chars
 from sluice.server.chat import decode_chat_request
-from sluice.storage.base import Store
 from sluice.storage.factory import open_store
+from tests.support.accounts import metered_key
 from tests.support.databases import fresh_postgres
 from tests.support.fake_openai import chunk, text_stream
 from tests.support.fake_upstream import FakeUpstream, Pause, Reply, Step, WaitFor
@@ -42,20 +41,6 @@ HOLD = nano_from_pico(
 )
 
 
-async def metered_key(store: Store, name: str, credits: int) -> str:
-    account = await store.create_account(f"acct_{name}", name, metered=True, credits=credits, now=1)
-    key = new_key(os.urandom(32))
-    await store.add_key(
-        f"key_{name}",
-        account_id=account.id,
-        key_digest=key_digest(key),
-        prefix=key_prefix(key),
-        name=None,
-        now=1,
-    )
-    return key
-
-
 async def test_two_replicas_on_postgres_never_overdraw(tmp_path: Path, fake: FakeUpstream) -> None:
     release = asyncio.Event()
     usage = {"prompt_tokens": 40, "completion_tokens": 3, "total_tokens": 43}
@@ -68,9 +53,11 @@ async def test_two_replicas_on_postgres_never_overdraw(tmp_path: Path, fake: Fak
         store = await open_store(dsn)
         key = await metered_key(store, "team", 50 * HOLD)  # exactly 50 holds
         config = f'[storage]\nurl = "{dsn}"\n[server]\nsse_keepalive_interval = 0\n'
-        config += (f'[limits]\nredis_url = "redis://127.0.0.1:6379/0"\n'
-                   f'key_prefix = "sluice-test:{os.getpid()}:{id(dsn)}:"\n'
-                   "key = { requests = 10000 }\n")
+        config += (
+            f'[limits]\nredis_url = "redis://127.0.0.1:6379/0"\n'
+            f'key_prefix = "sluice-test:{os.getpid()}:{id(dsn)}:"\n'
+            "key = { requests = 10000 }\n"
+        )
         config += openai_connection_toml(fake.base_url)
         async with (
             gateway_process(tmp_path / "a", config) as one,

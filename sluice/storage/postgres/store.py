@@ -21,6 +21,7 @@ from sluice.storage.base import (
     Principal,
     RequestRecord,
     Settlement,
+    mismatches,
 )
 from sluice.storage.postgres.tenants import PostgresTenants
 from sluice.storage.sqlite.connection import migration_scripts
@@ -273,13 +274,7 @@ class PostgresStore(PostgresTenants):
             "         WHERE h.account_id = a.id AND h.released_at IS NULL) "
             "FROM accounts a ORDER BY a.name"
         )
-        out = []
-        for name, balance, ledger_sum, held, open_sum in rows:
-            if balance != ledger_sum:
-                out.append(Mismatch(name, "balance", balance, ledger_sum))
-            if held != open_sum:
-                out.append(Mismatch(name, "held", held, open_sum))
-        return out
+        return mismatches([tuple(row) for row in rows])
 
     # -- request log -------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sluice.storage.base import Account, HoldRequest, Mismatch, Settlement
+from sluice.storage.base import Account, HoldRequest, Mismatch, Settlement, mismatches
 from sluice.storage.sqlite.accounts import account_by_id
 from sluice.storage.sqlite.connection import SqliteBase, Tx
 
@@ -92,10 +92,4 @@ class SqliteLedger(SqliteBase):
             "         WHERE h.account_id = a.id AND h.released_at IS NULL) "
             "FROM accounts a ORDER BY a.name"
         )
-        out = []
-        for name, balance, ledger_sum, held, open_sum in rows:
-            if balance != ledger_sum:
-                out.append(Mismatch(name, "balance", balance, ledger_sum))
-            if held != open_sum:
-                out.append(Mismatch(name, "held", held, open_sum))
-        return out
+        return mismatches([tuple(row) for row in rows])

@@ -1,3 +1,5 @@
+"""The development key (on SQLite, the embedded default) and the key format."""
+
 from __future__ import annotations
 
 import stat
@@ -14,30 +16,6 @@ async def open_store(path: Path) -> SqliteStore:
     await store.open()
     await store.migrate()
     return store
-
-
-async def test_migrations_are_idempotent_and_keys_resolve(tmp_path: Path) -> None:
-    store = await open_store(tmp_path / "db.sqlite")
-    await store.migrate()
-    account = await store.ensure_account("acct_1", "team", metered=True, is_dev=False, now=1)
-    assert (
-        await store.ensure_account("acct_2", "team", metered=True, is_dev=False, now=2) == account
-    )
-    key = new_key(bytes(range(32)))
-    await store.add_key(
-        "key_1",
-        account_id=account,
-        key_digest=key_digest(key),
-        prefix=key_prefix(key),
-        name="ci",
-        now=1,
-    )
-    principal = await store.find_principal(key_digest(key))
-    assert principal is not None
-    assert (principal.account_name, principal.key_id, principal.metered) == ("team", "key_1", True)
-    assert await store.find_principal(key_digest(key + "x")) is None
-    assert await store.find_principal("' OR '1'='1") is None  # parameterized, not formatted
-    await store.close()
 
 
 async def test_dev_key_is_created_once_with_mode_0600_and_reused(tmp_path: Path) -> None:
