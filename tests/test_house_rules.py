@@ -22,6 +22,10 @@ PURE = [
     ROOT / "limits" / "headers.py",
     ROOT / "routing" / "plan.py",
     ROOT / "transport" / "address_policy.py",
+    *(
+        ROOT / "client" / f"{name}.py"
+        for name in ("events", "accumulator", "policy", "request", "call", "replay", "measure")
+    ),
     ROOT / "routing" / "catalog.py",
     ROOT / "accounts" / "keys.py",
     ROOT / "errors.py",

@@ -6,6 +6,9 @@ import click
 
 from sluice import __version__
 from sluice.cli.admin import accounts, keys, ledger
+from sluice.cli.bench import bench_command
+from sluice.cli.chat import chat_command
+from sluice.cli.replay import replay_command
 from sluice.cli.serve import serve
 
 
@@ -15,11 +18,16 @@ def main() -> None:
     """Sluice: an OpenAI-compatible LLM gateway whose core is streaming.
 
     Start it with `sluice serve`, then point any OpenAI SDK at
-    http://127.0.0.1:8787/v1 with the development key it prints.
+    http://127.0.0.1:8787/v1 with the development key it prints. `sluice chat`,
+    `sluice bench` and `sluice replay` are the consumer's side: they work against
+    any OpenAI-compatible endpoint.
     """
 
 
 main.add_command(serve)
+main.add_command(chat_command)
+main.add_command(bench_command)
+main.add_command(replay_command)
 main.add_command(accounts)
 main.add_command(keys)
 main.add_command(ledger)

@@ -1,0 +1,210 @@
+"""``sluice bench``: time to first token and tokens per second, per model.
+
+Requests run one after another (one in flight), so the figures are the endpoint's
+unloaded latency and generation rate; no retries, so a failure shows as one. rich and
+matplotlib are imported inside the command: ``sluice --help`` stays quick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import click
+import msgspec
+
+from sluice.client.aio import AsyncChatClient
+from sluice.client.measure import ModelSummary, Sample, sample, summarize
+from sluice.client.policy import NO_RETRY
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+DEFAULT_URL: Final = "http://127.0.0.1:8787/v1"
+BENCH_PROMPT: Final = "In three sentences, explain why rivers meander."
+PLOT_SIZE: Final = (8.0, 5.0)  # inches, at PLOT_DPI: 800 x 500 pixels
+PLOT_DPI: Final = 100
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def endpoint_options(command: F) -> F:
+    """``--url`` and ``--api-key``, shared by ``bench`` and ``chat``."""
+    command = click.option(
+        "--api-key",
+        envvar="SLUICE_API_KEY",
+        default=None,
+        help="API key [default: $SLUICE_API_KEY, else a local gateway's dev key "
+        "($SLUICE_HOME/dev-key)].",
+    )(command)
+    return click.option(
+        "--url",
+        envvar="SLUICE_URL",
+        default=DEFAULT_URL,
+        show_default=True,
+        help="OpenAI-style base URL, ending in /v1 (any OpenAI-compatible server).",
+    )(command)
+
+
+def resolve_api_key(api_key: str | None) -> str | None:
+    if api_key:
+        return api_key
+    from sluice.accounts.dev_key import DEV_KEY_FILE
+    from sluice.settings import resolve_home
+
+    try:
+        return (resolve_home(None, os.environ) / DEV_KEY_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
+@click.command("bench")
+@click.argument("models", nargs=-1, required=True)
+@endpoint_options
+@click.option(
+    "-n", "count", type=click.IntRange(1), default=10, show_default=True, help="Requests per model."
+)
+@click.option("--max-tokens", type=click.IntRange(1), default=128, show_default=True)
+@click.option("--prompt", default=BENCH_PROMPT, help="The prompt every request sends.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write a PNG: TTFT against tokens/s, one colour per model.",
+)
+def bench_command(
+    *,
+    models: tuple[str, ...],
+    url: str,
+    api_key: str | None,
+    count: int,
+    max_tokens: int,
+    prompt: str,
+    as_json: bool,
+    plot: Path | None,
+) -> None:
+    """Measure MODEL(s): N streamed requests each, time to first token and tokens/s
+    (p50, p90) and cost per request (when the server reports it, as Sluice does)."""
+    from rich.console import Console
+
+    progress = Console(stderr=True)
+    client = AsyncChatClient(url, resolve_api_key(api_key), retry=NO_RETRY)
+    messages = ({"role": "user", "content": prompt},)
+    summaries = asyncio.run(
+        _measure(client, models, messages, count=count, max_tokens=max_tokens, console=progress)
+    )
+    if as_json:
+        doc = {"url": url, "requests_per_model": count, "models": summaries}
+        click.echo(msgspec.json.format(msgspec.json.encode(doc), indent=2))
+    else:
+        Console().print(_table(summaries))
+    for summary in summaries:
+        failed = next((s for s in summary.samples if s.error), None)
+        if failed is not None:
+            click.echo(
+                f"{summary.model}: {summary.requests - summary.ok} failed; {failed.error}",
+                err=True,
+            )
+    if plot is not None:
+        _plot(summaries, plot)
+        click.echo(f"plot written to {plot}", err=True)
+    if any(s.ok == 0 for s in summaries):
+        raise SystemExit(1)
+
+
+async def _measure(
+    client: AsyncChatClient,
+    models: Sequence[str],
+    messages: Sequence[Any],
+    *,
+    count: int,
+    max_tokens: int,
+    console: Console,
+) -> list[ModelSummary]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    summaries = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task("bench", total=count * len(models))
+        async with client:
+            for model in models:
+                progress.update(task, description=model)
+                samples: list[Sample] = []
+                for _ in range(count):
+                    stream = client.stream(model, messages, max_tokens=max_tokens)
+                    samples.append(sample(await stream.collect()))
+                    progress.advance(task)
+                summaries.append(summarize(model, samples))
+    return summaries
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f} ms"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _table(summaries: Sequence[ModelSummary]) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title="Time to first token and tokens per second", box=box.SIMPLE_HEAD)
+    for name in ("model", "ok", "TTFT p50", "p90", "tok/s p50", "p90", "$/request"):
+        table.add_column(name, justify="left" if name == "model" else "right", no_wrap=True)
+    for s in summaries:
+        cost = "-" if s.cost_per_request is None else f"${s.cost_per_request:.6f}"
+        table.add_row(
+            s.model,
+            f"{s.ok}/{s.requests}",
+            _ms(s.ttft_p50),
+            _ms(s.ttft_p90),
+            _rate(s.tokens_per_second_p50),
+            _rate(s.tokens_per_second_p90),
+            cost,
+        )
+    return table
+
+
+def _plot(summaries: Sequence[ModelSummary], path: Path) -> None:
+    """One scatter per model (every request), its median as a larger marker. Drawn on
+    a bare Figure with the Agg canvas: no pyplot, no display, no global backend."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=PLOT_SIZE, dpi=PLOT_DPI)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    for number, s in enumerate(summaries):
+        colour = f"C{number % 10}"  # matplotlib's default colour cycle
+        points = [
+            (x.ttft * 1000, x.tokens_per_second)
+            for x in s.samples
+            if x.ttft is not None and x.tokens_per_second is not None
+        ]
+        if not points:
+            continue
+        axes.scatter(*zip(*points, strict=True), alpha=0.5, color=colour, label=s.model)
+        if s.ttft_p50 is not None and s.tokens_per_second_p50 is not None:
+            axes.scatter(
+                [s.ttft_p50 * 1000],
+                [s.tokens_per_second_p50],
+                s=160,
+                marker="D",
+                color=colour,
+                edgecolors="black",
+            )
+    axes.set_xlabel("time to first token (ms)")
+    axes.set_ylabel("tokens per second")
+    axes.set_title("Each dot a request; diamonds: medians")
+    axes.set_xlim(left=0)
+    axes.set_ylim(bottom=0)
+    axes.grid(alpha=0.3)
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend()
+    figure.savefig(path, format="png", dpi=PLOT_DPI)

@@ -1,0 +1,125 @@
+"""``sluice chat`` driven as a user would: a real process, lines on its stdin, Ctrl-C as
+a real SIGINT while an answer streams."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from sluice.server.lifecycle import RunningGateway
+from tests.support.fake_openai import chunk
+from tests.support.fake_upstream import FakeUpstream, Reply, WaitFor
+from tests.support.gateway import running_gateway
+
+PROMPT = "you> "
+STATS = re.compile(r"\[complete · ttft \d+ ms · [\d.]+ tok/s · \d+ tokens · \$0\.\d{6}\]")
+PACED = """
+[[connections]]
+id = "conn_demo"
+provider = "demo"
+options = { first_token_ms = 0, token_ms = 40 }
+"""
+
+
+class Chat:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self._buffer = ""
+
+    async def until(self, marker: str) -> str:
+        """Everything printed up to and including ``marker``."""
+        assert self.proc.stdout is not None
+        while marker not in self._buffer:
+            data = await asyncio.wait_for(self.proc.stdout.read(4096), 10)
+            assert data, f"chat exited; printed so far: {self._buffer!r}"
+            self._buffer += data.decode()
+        head, _, self._buffer = self._buffer.partition(marker)
+        return head + marker
+
+    async def say(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+        await self.proc.stdin.drain()
+
+    def interrupt(self) -> None:
+        self.proc.send_signal(signal.SIGINT)
+
+
+def key(gw: RunningGateway) -> str:
+    assert gw.dev_key is not None
+    return gw.dev_key.key
+
+
+@asynccontextmanager
+async def chat(tmp_path: Path, url: str, key: str) -> AsyncIterator[Chat]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "SLUICE_HOME": str(tmp_path / "client")}
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "sluice", "chat", "--url", url, "--api-key", key),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    try:
+        session = Chat(proc)
+        yield session
+        assert proc.stdin is not None
+        proc.stdin.close()  # Ctrl-D: the end of input leaves the chat
+        _, err = await asyncio.wait_for(proc.communicate(), 10)
+        assert proc.returncode == 0, err.decode()
+        assert b"Traceback" not in err
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.communicate()
+
+
+async def test_chat_streams_stops_on_ctrl_c_and_carries_on(tmp_path: Path) -> None:
+    async with (
+        running_gateway(tmp_path / "gw", PACED) as gw,
+        chat(tmp_path, gw.base_url + "/v1", key(gw)) as session,
+    ):
+        intro = await session.until(PROMPT)
+        assert "Chatting with sluice/demo" in intro
+        await session.say("tell me everything")
+        await session.until("ai> Hello ")  # the answer is streaming
+        session.interrupt()
+        stopped = await session.until(PROMPT)
+        assert "[stopped" in stopped
+        assert "You said" not in stopped  # cut well before the end
+        await session.say("and again")
+        answer = await session.until(PROMPT)
+        assert "You said: and again" in answer
+        assert STATS.search(answer), answer
+
+
+async def test_ctrl_c_closes_the_connection_and_keeps_the_partial_answer(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    fake.queue(
+        Reply.stream(
+            chunk(role="assistant", content=""), chunk(content="Thinking"), WaitFor(asyncio.Event())
+        )
+    )
+    async with chat(tmp_path, fake.base_url, "sk-any") as session:
+        await session.until(PROMPT)
+        await session.say("first")
+        await session.until("Thinking")
+        session.interrupt()
+        await asyncio.wait_for(fake.hung_up.wait(), 5)
+        assert "[stopped" in await session.until(PROMPT)
+        session.interrupt()  # at the prompt: a fresh prompt, not an exit
+        await session.until(PROMPT)
+        await session.say("second")
+        assert "ai> Hello world" in await session.until(PROMPT)
+    assert fake.requests[1].json()["messages"] == [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "Thinking"},
+        {"role": "user", "content": "second"},
+    ]

@@ -1,0 +1,60 @@
+"""``sluice replay`` as a user runs it: the outcome printed, the exit status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sluice.cli.main import main
+
+CORPUS = Path(__file__).parent.parent / "fixtures" / "sse"
+
+
+def replay(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["replay", *args])
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize(
+    ("fault", "exit_code", "state"),
+    [
+        (None, 0, "complete"),
+        ("split", 0, "complete"),
+        ("comment", 0, "complete"),
+        ("crlf", 0, "complete"),
+        ("no-done", 1, "incomplete"),
+        ("length", 1, "truncated"),
+        ("error", 1, "error"),
+    ],
+)
+def test_state_and_exit_status(fault: str | None, exit_code: int, state: str) -> None:
+    code, out = replay(str(CORPUS / "text.sse"), *(["--fault", fault] if fault else []))
+    assert code == exit_code, out
+    assert f"state:       {state}\n" in out
+    assert "text:        30 chars" in out
+
+
+def test_split_reports_every_read_pattern_agreeing() -> None:
+    size = (CORPUS / "text.sse").stat().st_size
+    _, out = replay(str(CORPUS / "text.sse"), "--fault", "split")
+    assert f"fault:       split ({size} read patterns, all identical)" in out
+
+
+def test_tool_calls_usage_and_errors_are_printed() -> None:
+    _, tools = replay(str(CORPUS / "parallel_tool_calls.sse"))
+    assert "tool calls:  2\n" in tools
+    assert '[0] get_weather({"city":"Paris"}) valid JSON' in tools
+    assert '[1] get_time({"tz":"CET"}) valid JSON' in tools
+    _, usage = replay(str(CORPUS / "sluice_usage.sse"))
+    assert "usage:       10 prompt + 3 completion tokens, cost $0.000010" in usage
+    _, error = replay(str(CORPUS / "sluice_usage.sse"), "--fault", "error")
+    assert "error:       upstream_error (replay_fault): fault injected" in error
+
+
+def test_bad_arguments_are_refused_clearly(tmp_path: Path) -> None:
+    code, out = replay(str(CORPUS / "text.sse"), "--fault", "reorder")
+    assert code == 2 and "'reorder' is not one of" in out
+    code, out = replay(str(tmp_path / "missing.sse"))
+    assert code == 2 and "does not exist" in out
