@@ -196,14 +196,13 @@ class Gateway:
         await self.limiter.close()
         await self.writer.close()
 
-    def limit_subject(self, principal: Principal) -> Subject:
+    def limit_subject(self, principal: Principal) -> Subject | None:
+        """The limits that apply to a caller; None when none do (no limiter call)."""
         limits = self.settings.limits
-        return Subject(
-            principal.key_id,
-            principal.account_id,
-            key=limits.key,
-            account=limits.accounts.get(principal.account_name, limits.account),
-        )
+        account = limits.accounts.get(principal.account_name, limits.account)
+        if limits.key is None and account is None:
+            return None
+        return Subject(principal.key_id, principal.account_id, key=limits.key, account=account)
 
     @staticmethod
     def rate(attempt: Attempt, account_prices: Mapping[str, Price]) -> Rate:

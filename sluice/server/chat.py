@@ -65,15 +65,17 @@ async def chat_completions(gw: Gateway, call: Call) -> None:
     view = await gw.tenants.view(call.principal.account_id)
     outcome.prices = view.prices
     plan = outcome.plan = view.planner.plan(req.model, req.models or ())
-    decision = await gw.limiter.admit(gw.limit_subject(call.principal), estimate_prompt_tokens(req))
-    call.headers.extend(rate_limit_headers(decision))
-    if not decision.allowed:
-        raise RateLimitError(
-            f"Rate limit reached for {', '.join(decision.exceeded)}.",
-            code="rate_limit_exceeded",
-            retry_after=decision.retry_after,
-        )
-    call.limit_ticket = decision.ticket
+    subject = gw.limit_subject(call.principal)
+    if subject is not None:
+        decision = await gw.limiter.admit(subject, estimate_prompt_tokens(req))
+        call.headers.extend(rate_limit_headers(decision))
+        if not decision.allowed:
+            raise RateLimitError(
+                f"Rate limit reached for {', '.join(decision.exceeded)}.",
+                code="rate_limit_exceeded",
+                retry_after=decision.retry_after,
+            )
+        call.limit_ticket = decision.ticket
     amount = hold_amount(req, [(a.model, gw.rate(a, view.prices)) for a in plan.attempts])
     outcome.ticket = await gw.meter.hold(call.principal, call.request_id, amount)
     if req.is_stream:
