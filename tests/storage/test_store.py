@@ -174,3 +174,22 @@ async def test_account_connections_and_prices(store: Store) -> None:
     }
     await store.set_price(account_id, "openai/gpt-4o", None)
     assert await store.account_prices(account_id) == {}
+
+
+async def test_a_batch_settles_several_accounts_once_each(store: Store) -> None:
+    a = await account(store, "a", credits=10 * USD)
+    b = await account(store, "b", credits=10 * USD)
+    await store.place_hold(hold(a, 1, 2 * USD))
+    await store.place_hold(hold(a, 2, 2 * USD))
+    await store.place_hold(hold(b, 3, 3 * USD))
+    batch = [Settlement("hold_1", a, "key_1", "req_1", 100, now=20),
+             Settlement("hold_2", a, "key_1", "req_2", 200, now=20),
+             Settlement("hold_3", b, "key_1", "req_3", 300, now=20),
+             Settlement("hold_1", a, "key_1", "req_1", 100, now=21)]  # the same request again
+    await store.settle(batch)
+    await store.settle(batch[:1])
+    after_a, after_b = await store.get_account("a"), await store.get_account("b")
+    assert after_a is not None and after_b is not None
+    assert (after_a.balance, after_a.held) == (10 * USD - 300, 0)
+    assert (after_b.balance, after_b.held) == (10 * USD - 300, 0)
+    assert await store.reconcile() == []

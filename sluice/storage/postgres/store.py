@@ -33,6 +33,30 @@ _ACCOUNT = (
     "(SELECT COUNT(*) FROM holds h WHERE h.account_id = a.id AND h.released_at IS NULL), "
     "a.created_at"
 )
+_SETTLE_BATCH = """
+WITH s AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+                         $6::bigint[]) AS t(hold_id, account_id, key_id, request_id, charge, now)
+), entries AS (
+    INSERT INTO ledger (account_id, key_id, request_id, kind, amount, created_at)
+    SELECT account_id, key_id, request_id, 'charge', -charge, now FROM s
+    ON CONFLICT (request_id) WHERE kind = 'charge' DO NOTHING
+    RETURNING request_id
+), fresh AS (
+    SELECT s.* FROM s JOIN entries USING (request_id)
+), released AS (
+    UPDATE holds SET released_at = f.now, charged = f.charge FROM fresh f
+    WHERE holds.id = f.hold_id AND holds.released_at IS NULL
+    RETURNING holds.account_id, holds.amount
+), charges AS (
+    SELECT account_id, SUM(charge) AS total FROM fresh GROUP BY account_id
+), releases AS (
+    SELECT account_id, SUM(amount) AS total FROM released GROUP BY account_id
+)
+UPDATE accounts a SET balance = a.balance - c.total, held = a.held - COALESCE(r.total, 0)
+FROM charges c LEFT JOIN releases r USING (account_id)
+WHERE a.id = c.account_id
+"""
 _RECORD = msgspec.json.Decoder(RequestRecord)
 _ENCODER = msgspec.json.Encoder()
 
@@ -223,33 +247,20 @@ class PostgresStore(PostgresTenants):
         return None if row is None else _account(row)
 
     async def settle(self, settlements: list[Settlement]) -> None:
-        async with self.pool.acquire() as conn, conn.transaction():
-            for s in settlements:
-                fresh = await conn.fetchval(
-                    "INSERT INTO ledger (account_id, key_id, request_id, kind, amount, "
-                    "created_at) VALUES ($1, $2, $3, 'charge', $4, $5) "
-                    "ON CONFLICT (request_id) WHERE kind = 'charge' DO NOTHING RETURNING id",
-                    s.account_id,
-                    s.key_id,
-                    s.request_id,
-                    -s.charge,
-                    s.now,
-                )
-                if fresh is None:  # this request was settled before: never charge twice
-                    continue
-                released = await conn.fetchval(
-                    "UPDATE holds SET released_at = $1, charged = $2 "
-                    "WHERE id = $3 AND released_at IS NULL RETURNING amount",
-                    s.now,
-                    s.charge,
-                    s.hold_id,
-                )
-                await conn.execute(
-                    "UPDATE accounts SET balance = balance - $1, held = held - $2 WHERE id = $3",
-                    s.charge,
-                    released or 0,
-                    s.account_id,
-                )
+        """A whole batch in one statement: ledger entries (a request already charged is
+        skipped by the unique index), the holds released, each account's balance and
+        held amount moved by its sums."""
+        # Within one batch a request settles once; the index guards across batches.
+        unique = list({s.request_id: s for s in settlements}.values())
+        await self.pool.execute(
+            _SETTLE_BATCH,
+            [s.hold_id for s in unique],
+            [s.account_id for s in unique],
+            [s.key_id for s in unique],
+            [s.request_id for s in unique],
+            [s.charge for s in unique],
+            [s.now for s in unique],
+        )
 
     async def reclaim_expired(self, now: int) -> int:
         async with self.pool.acquire() as conn, conn.transaction():
