@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from random import Random
 from typing import TypeVar
 
@@ -119,8 +119,10 @@ class Router:
     ) -> Completed:
         return await self._run(plan, records, lambda a: self._complete(req, a))
 
-    def ordered(self, plan: Plan) -> list[Attempt]:
+    def ordered(self, plan: Plan) -> Sequence[Attempt]:
         """The plan's attempts, connections of a weighted model drawn by weight."""
+        if not any(a.model.weighted for a in plan.attempts):
+            return plan.attempts
         out: list[Attempt] = []
         for group in _groups(plan.attempts):
             if len(group) > 1 and group[0].model.weighted:
