@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from sluice.errors import ConfigError
+from sluice.guardrails.config import GuardrailConfig
 from sluice.limits.bucket import LimitSpec
 
 DEFAULT_HOST = "127.0.0.1"
@@ -161,6 +162,7 @@ class FileConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     connections: list[ConnectionConfig] = []
     models: list[ModelConfig] = []
     routes: list[RouteConfig] = []
+    guardrails: list[GuardrailConfig] = []
 
 
 def read_config_file(path: Path) -> FileConfig:

@@ -26,6 +26,7 @@ from sluice.config import (
     ServerConfig,
 )
 from sluice.errors import ConfigError
+from sluice.guardrails.config import GuardrailConfig
 from sluice.metering.pricing import Price
 from sluice.providers.base import ConnectionSettings
 from sluice.providers.registry import PROVIDERS, ProviderSpec, provider_spec
@@ -47,6 +48,7 @@ class Settings(msgspec.Struct, frozen=True):
     connections: tuple[ConnectionSettings, ...]
     models: tuple[ModelConfig, ...]
     routes: tuple[RouteConfig, ...]
+    guardrails: tuple[GuardrailConfig, ...] = ()
 
 
 def resolve_home(explicit: str | None, env: Mapping[str, str]) -> Path:
@@ -158,4 +160,5 @@ def build_settings(
         connections=tuple(connections),
         models=tuple(file.models),
         routes=tuple(file.routes),
+        guardrails=tuple(file.guardrails),
     )

@@ -22,6 +22,7 @@ from sluice.errors import (
     MethodNotAllowedError,
     NotFoundError,
 )
+from sluice.guardrails.selection import Guardrails
 from sluice.ids import IdFactory, random_id
 from sluice.limits.base import Limiter, LimiterUnavailableError
 from sluice.limits.decision import Subject
@@ -144,6 +145,7 @@ class Gateway:
             error_body_bytes=settings.server.upstream_error_body_bytes,
         )
         self.auth = Authenticator(store, dev_key_enabled=settings.server.dev_key, clock=clock)
+        self.guardrails = Guardrails(settings.guardrails)
         # path -> method -> (endpoint, needs a key); matched on the raw path only
         self._routes: dict[str, dict[str, tuple[Endpoint, bool]]] = {
             "/health": {"GET": (endpoints.health, False)},
@@ -191,6 +193,7 @@ class Gateway:
 
     async def close(self) -> None:
         await self.transport.close()
+        await self.guardrails.close()
         if self._background:
             await asyncio.wait(self._background, timeout=5)
         await self.limiter.close()

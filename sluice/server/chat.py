@@ -6,23 +6,31 @@ computed once, at the end. A failure after the first event becomes the error eve
 (with the partial usage when the client asked for usage) and the connection closes
 without ``[DONE]``. What happened is kept in the call's :class:`Outcome`, which the
 gateway turns into the request-log row and the settlement when the request ends.
+Guardrails (docs/guardrails.md) check the input before anything else, and sit between
+the translator and the client when an output guardrail applies; otherwise the loop
+is untouched.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from sluice.errors import ApiError, RateLimitError
+from sluice.guardrails.checks import OutputGuard, check_completion, check_input
+from sluice.guardrails.selection import RuleSet
 from sluice.limits.headers import rate_limit_headers
 from sluice.metering.charges import hold_amount
 from sluice.metering.tokens import estimate_prompt_tokens
+from sluice.providers.base import ChunkBatch, StreamTranslator
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.router import OpenedStream, scrub_secrets
 from sluice.server.keepalive import KeepAlive
 from sluice.server.outcome import Outcome
 from sluice.server.responses import JSON, SSE_HEADERS
+from sluice.transport.http import UpstreamResponse
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import ChatCompletion
 from sluice.wire.encode import ChunkEncoder, StreamIdentity
@@ -62,11 +70,8 @@ async def chat_completions(gw: Gateway, call: Call) -> None:
     req = decode_chat_request(call.request.body)
     assert call.principal is not None
     outcome = call.outcome = Outcome(req)
-    view = await gw.tenants.view(call.principal.account_id)
-    outcome.prices = view.prices
-    plan = outcome.plan = view.planner.plan(req.model, req.models or ())
     subject = gw.limit_subject(call.principal)
-    if subject is not None:
+    if subject is not None:  # first: refused requests cost nothing downstream
         decision = await gw.limiter.admit(subject, estimate_prompt_tokens(req))
         call.headers.extend(rate_limit_headers(decision))
         if not decision.allowed:
@@ -76,12 +81,20 @@ async def chat_completions(gw: Gateway, call: Call) -> None:
                 retry_after=decision.retry_after,
             )
         call.limit_ticket = decision.ticket
+    rules = gw.guardrails.select(call.principal, req.model)
+    if rules.input:  # before routing and before any credit hold (SPEC §6)
+        req = outcome.req = await check_input(
+            req, rules.input, request_id=call.request_id, notes=outcome.guardrails
+        )
+    view = await gw.tenants.view(call.principal.account_id)
+    outcome.prices = view.prices
+    plan = outcome.plan = view.planner.plan(req.model, req.models or ())
     amount = hold_amount(req, [(a.model, gw.rate(a, view.prices)) for a in plan.attempts])
     outcome.ticket = await gw.meter.hold(call.principal, call.request_id, amount)
     if req.is_stream:
-        await _stream(gw, call, outcome, plan)
+        await _stream(gw, call, outcome, plan, rules.output)
     else:
-        await _complete(gw, call, outcome, plan)
+        await _complete(gw, call, outcome, plan, rules.output)
 
 
 async def _open(gw: Gateway, call: Call, outcome: Outcome, plan: Plan) -> OpenedStream:
@@ -101,36 +114,36 @@ async def _open(gw: Gateway, call: Call, outcome: Outcome, plan: Plan) -> Opened
     return opened
 
 
-async def _stream(gw: Gateway, call: Call, outcome: Outcome, plan: Plan) -> None:
+async def _stream(gw: Gateway, call: Call, outcome: Outcome, plan: Plan, output: RuleSet) -> None:
     req = outcome.req
     opened = await _open(gw, call, outcome, plan)
     attempt, resp, translator = opened.attempt, opened.response, opened.translator
     encoder = ChunkEncoder(_identity(call, attempt, plan))
     writer = call.writer
-    pending = encoder.events(opened.first) if opened.first else b""
+    guard = None
+    if output:
+        guard = OutputGuard(output, request_id=call.request_id, notes=outcome.guardrails)
+    pending = b""
     gw.metrics.streams.inc()
     try:
+        first = opened.first
+        if guard is not None:
+            first = await guard.filter(first)
+            if opened.ended:
+                first += await guard.finish()
+        pending = encoder.events(first) if first else b""
         writer.start(200, [*call.headers, *SSE_HEADERS])
+        if guard is not None and guard.failure is not None:
+            raise guard.failure
         if not opened.ended:
             await writer.write(pending)
             pending = b""
             if translator.failure is not None:
                 raise translator.failure
-            read, feed, write, events = (
-                resp.read_chunk,
-                translator.feed,
-                writer.write,
-                encoder.events,
-            )
-            while data := await read():
-                batch = feed(data)
-                if batch:
-                    await write(events(batch))
-                if translator.failure is not None:
-                    raise translator.failure
-            tail = translator.finish()
-            if tail:
-                await write(events(tail))
+            if guard is None:
+                await _pump(resp, translator, writer.write, encoder.events)
+            else:
+                await _pump_guarded(resp, translator, guard, writer.write, encoder.events)
             resp.release()
     except ApiError as exc:
         resp.close()
@@ -151,16 +164,64 @@ async def _stream(gw: Gateway, call: Call, outcome: Outcome, plan: Plan) -> None
     await writer.end(last)
 
 
-async def _complete(gw: Gateway, call: Call, outcome: Outcome, plan: Plan) -> None:
+async def _pump(
+    resp: UpstreamResponse,
+    translator: StreamTranslator,
+    write: Callable[[bytes], Awaitable[None]],
+    events: Callable[[ChunkBatch], bytes],
+) -> None:
+    """The streaming loop: per upstream read, translate, encode, write; nothing else."""
+    read, feed = resp.read_chunk, translator.feed
+    while data := await read():
+        batch = feed(data)
+        if batch:
+            await write(events(batch))
+        if translator.failure is not None:
+            raise translator.failure
+    tail = translator.finish()
+    if tail:
+        await write(events(tail))
+
+
+async def _pump_guarded(
+    resp: UpstreamResponse,
+    translator: StreamTranslator,
+    guard: OutputGuard,
+    write: Callable[[bytes], Awaitable[None]],
+    events: Callable[[ChunkBatch], bytes],
+) -> None:
+    """The streaming loop with the output guardrails between translator and client."""
+    while data := await resp.read_chunk():
+        batch = translator.feed(data)
+        if batch and (batch := await guard.filter(batch)):
+            await write(events(batch))
+        if guard.failure is not None:
+            raise guard.failure
+        if translator.failure is not None:
+            raise translator.failure
+    tail = await guard.filter(translator.finish())
+    tail += await guard.finish()
+    if tail:
+        await write(events(tail))
+    if guard.failure is not None:
+        raise guard.failure
+
+
+async def _complete(gw: Gateway, call: Call, outcome: Outcome, plan: Plan, output: RuleSet) -> None:
     done = await gw.router.complete(outcome.req, plan, call.attempts)
     outcome.attempt, outcome.completion = done.attempt, done.result
     outcome.rate = gw.rate(done.attempt, outcome.prices)
     outcome.first_token = gw.clock() - call.started
+    choices = done.result.choices
+    if output:  # a block raises here, before anything is sent; the tokens are charged
+        choices = await check_completion(
+            choices, output, request_id=call.request_id, notes=outcome.guardrails
+        )
     usage = outcome.wire_usage(cut=False)
     assert usage is not None
     body = ChatCompletion(
         **msgspec.structs.asdict(_identity(call, done.attempt, plan)),
-        choices=done.result.choices,
+        choices=choices,
         usage=usage,
     )
     credits = outcome.credits_used()

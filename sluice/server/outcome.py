@@ -14,6 +14,7 @@ from types import MappingProxyType
 import msgspec
 
 from sluice.errors import ApiError
+from sluice.guardrails.rule import Note
 from sluice.metering.charges import Rate, charge, usd_from_nano
 from sluice.metering.meter import Ticket
 from sluice.metering.pricing import Price, priced_usage
@@ -42,6 +43,7 @@ class Outcome:
         "completion",
         "error",
         "first_token",
+        "guardrails",
         "plan",
         "prices",
         "rate",
@@ -63,6 +65,7 @@ class Outcome:
         self.first_token: float | None = None
         self.sent = False  # content reached the client
         self.error: ApiError | None = None
+        self.guardrails: list[Note] = []  # what guardrails did, for the request log
 
     def tokens(self) -> TokenUsage | None:
         """Usage so far: the provider's, else our estimate; None before any attempt."""
@@ -102,6 +105,8 @@ class Outcome:
         if cancelled:
             return "cancelled"
         if self.error is not None:
+            if self.error.code == "guardrail_blocked":
+                return "blocked"
             return "incomplete" if self.sent and self.error.code in _CUT_CODES else "error"
         reason = self.finish_reason()
         return "truncated" if reason == "length" else "complete"
@@ -158,6 +163,7 @@ class Outcome:
             http_status=http_status,
             tool_calls=self.tool_calls(),
             disconnect="cancel" if cancelled else None,
+            guardrails=[msgspec.to_builtins(n) for n in self.guardrails],
         )
         if self.plan is not None:
             rec.route_name = self.plan.route_name

@@ -130,6 +130,8 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     error_message: str | None = None
     tool_calls: list[dict[str, object]] = []
     disconnect: str | None = None
+    guardrails: list[dict[str, str]] = []
+    """What guardrails did: ``{name, stage, action, outcome}`` each, never matched text."""
 
 
 class StoredConnection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -182,10 +182,12 @@ async def test_a_batch_settles_several_accounts_once_each(store: Store) -> None:
     await store.place_hold(hold(a, 1, 2 * USD))
     await store.place_hold(hold(a, 2, 2 * USD))
     await store.place_hold(hold(b, 3, 3 * USD))
-    batch = [Settlement("hold_1", a, "key_1", "req_1", 100, now=20),
-             Settlement("hold_2", a, "key_1", "req_2", 200, now=20),
-             Settlement("hold_3", b, "key_1", "req_3", 300, now=20),
-             Settlement("hold_1", a, "key_1", "req_1", 100, now=21)]  # the same request again
+    batch = [
+        Settlement("hold_1", a, "key_1", "req_1", 100, now=20),
+        Settlement("hold_2", a, "key_1", "req_2", 200, now=20),
+        Settlement("hold_3", b, "key_1", "req_3", 300, now=20),
+        Settlement("hold_1", a, "key_1", "req_1", 100, now=21),
+    ]  # the same request again
     await store.settle(batch)
     await store.settle(batch[:1])
     after_a, after_b = await store.get_account("a"), await store.get_account("b")

@@ -1,0 +1,120 @@
+"""The external checker: an HTTP webhook asked about the input and, in batches, the output.
+
+The gateway POSTs JSON ``{"guardrail", "stage", "request_id", "texts": [...],
+"final"}`` and expects ``200`` with ``{"allowed": true|false}``. Anything else (a
+timeout, a refused connection, another status, an unreadable answer) means the
+guardrail could not be evaluated: the request fails closed with
+``guardrail_unavailable`` unless the guardrail is ``fail_open``; either way the request
+log says so. The URL comes from the operator's config file, so it is called directly,
+not through the guarded transport that accounts' own connections use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import aiohttp
+import msgspec
+
+from sluice.errors import ApiError, ConfigError, GuardrailBlockedError, GuardrailUnavailableError
+from sluice.guardrails.config import Action, GuardrailConfig, Stage
+from sluice.guardrails.rule import Note, add_note, outcome_of
+
+
+class _Ask(msgspec.Struct):
+    guardrail: str
+    stage: Stage
+    request_id: str
+    texts: list[str]
+    final: bool
+
+
+class _Answer(msgspec.Struct):
+    allowed: bool
+
+
+_ANSWER = msgspec.json.Decoder(_Answer)
+_ENCODER = msgspec.json.Encoder()
+
+
+class WebhookClient:
+    """One HTTP session for every webhook guardrail, opened on first use."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self) -> None:
+        self._session: aiohttp.ClientSession | None = None
+
+    async def ask(self, url: str, body: bytes) -> bool | str:
+        """The checker's verdict (True: allowed), or why there is none."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        try:
+            async with self._session.post(
+                url, data=body, headers={"content-type": "application/json"}, allow_redirects=False
+            ) as resp:
+                if resp.status != 200:
+                    return f"the checker answered HTTP {resp.status}"
+                return _ANSWER.decode(await resp.read()).allowed
+        except aiohttp.ClientError:
+            return "the checker could not be reached"
+        except msgspec.DecodeError:
+            return "the checker's answer was not understood"
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+class WebhookRule:
+    __slots__ = ("_client", "action", "batch_chars", "fail_open", "name", "timeout", "url")
+
+    def __init__(self, conf: GuardrailConfig, client: WebhookClient) -> None:
+        if not conf.url or not conf.url.startswith(("http://", "https://")):
+            raise ConfigError(f"guardrail {conf.name!r}: a webhook needs an http(s) `url`")
+        if conf.action == "redact":
+            raise ConfigError(f"guardrail {conf.name!r}: a webhook can 'block' or 'log'")
+        self.name: str = conf.name
+        self.action: Action = conf.action
+        self.url, self.timeout, self.fail_open = conf.url, conf.timeout, conf.fail_open
+        self.batch_chars = conf.batch_chars
+        self._client = client
+
+    async def ask(self, stage: Stage, texts: list[str], request_id: str, final: bool) -> bool | str:
+        body = _ENCODER.encode(_Ask(self.name, stage, request_id, texts, final))
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self._client.ask(self.url, body)
+        except TimeoutError:
+            return "the checker did not answer in time"
+
+
+async def run_webhooks(
+    hooks: Sequence[WebhookRule],
+    stage: Stage,
+    texts: list[str],
+    *,
+    request_id: str,
+    notes: list[Note],
+    final: bool = True,
+) -> ApiError | None:
+    """Ask every webhook at once; the first that blocks or fails closed, as an error."""
+    verdicts = await asyncio.gather(*(h.ask(stage, texts, request_id, final) for h in hooks))
+    for hook, verdict in zip(hooks, verdicts, strict=True):
+        if verdict is True:
+            continue
+        if verdict is False:
+            add_note(notes, Note(hook.name, stage, hook.action, outcome_of(hook.action)))
+            if hook.action == "block":
+                where = "request" if stage == "input" else "response"
+                return GuardrailBlockedError(f"The {where} was blocked by guardrail '{hook.name}'.")
+        elif hook.fail_open:
+            add_note(notes, Note(hook.name, stage, hook.action, "failed_open"))
+        else:
+            add_note(notes, Note(hook.name, stage, hook.action, "unavailable"))
+            return GuardrailUnavailableError(
+                f"Guardrail '{hook.name}' could not be evaluated: {verdict}."
+            )
+    return None
