@@ -297,7 +297,7 @@ async def test_keep_alive_comments_while_waiting_then_failover(
 ) -> None:
     a, b = pair
     a.queue(Reply.json({"error": {"message": "late failure"}}, status=500))
-    a.replies[0].delay = 0.35
+    a.replies[0].delay = 0.6
     cfg = config(a, b).replace("sse_keepalive_interval = 0", "sse_keepalive_interval = 0.1")
     async with running_gateway(tmp_path, cfg) as gw:
         assert gw.dev_key is not None
