@@ -140,13 +140,15 @@ class StorageConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class LimitsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Rate limits (SPEC §7, docs/limits.md): ``key`` applies to every API key,
-    ``account`` to every account, ``accounts`` overrides it by account name. Shared
-    through Redis when ``redis_url`` is set, else kept in this process."""
+    """Rate limits (SPEC §7, docs/limits.md): ``key`` applies to every API key and
+    ``keys`` overrides it by key prefix (``sk-sluice-`` + 8 characters, as listed);
+    ``account`` applies to every account and ``accounts`` overrides it by account name.
+    Shared through Redis when ``redis_url`` is set, else kept in this process."""
 
     redis_url: str | None = None
     key_prefix: str = "sluice:rl:"
     key: LimitSpec | None = None
+    keys: dict[str, LimitSpec] = {}
     account: LimitSpec | None = None
     accounts: dict[str, LimitSpec] = {}
 

@@ -202,10 +202,11 @@ class Gateway:
     def limit_subject(self, principal: Principal) -> Subject | None:
         """The limits that apply to a caller; None when none do (no limiter call)."""
         limits = self.settings.limits
+        key = limits.keys.get(principal.key_prefix, limits.key)
         account = limits.accounts.get(principal.account_name, limits.account)
-        if limits.key is None and account is None:
+        if key is None and account is None:
             return None
-        return Subject(principal.key_id, principal.account_id, key=limits.key, account=account)
+        return Subject(principal.key_id, principal.account_id, key=key, account=account)
 
     @staticmethod
     def rate(attempt: Attempt, account_prices: Mapping[str, Price]) -> Rate:

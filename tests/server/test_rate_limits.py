@@ -105,3 +105,16 @@ async def test_redis_down_fails_closed(tmp_path: Path, fake: FakeUpstream) -> No
     assert resp.status == 503
     assert resp.json()["error"]["code"] == "rate_limiter_unavailable"
     assert "6379" not in resp.body.decode() and fake.requests == []
+
+
+async def test_one_key_can_have_its_own_limit(tmp_path: Path, fake: FakeUpstream) -> None:
+    fake.default = Reply.stream(*text_stream("ok"))
+    async with running_gateway(tmp_path, "[server]\nport = 0\n") as probe:
+        prefix = key(probe)[:18]
+    config = (
+        f"[server]\nport = 0\n[limits]\nkey = {{ requests = 5 }}\n"
+        f'keys = {{ "{prefix}" = {{ requests = 1 }} }}\n'
+    )
+    async with running_gateway(tmp_path, config + openai_connection_toml(fake.base_url)) as gw:
+        statuses = [(await call(gw)).status for _ in range(2)]
+    assert statuses == [200, 429]  # the dev key's own limit, not the default 5
