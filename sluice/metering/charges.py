@@ -19,7 +19,7 @@ from decimal import Decimal
 import msgspec
 
 from sluice.metering.pricing import Price, cost_pico
-from sluice.metering.tokens import TokenUsage, estimate_prompt_tokens
+from sluice.metering.tokens import TokenUsage, prompt_token_ceiling
 from sluice.providers.base import ConnectionSettings
 from sluice.routing.catalog import CatalogModel
 from sluice.wire.chat import ChatRequest
@@ -70,10 +70,10 @@ def charge(usage: TokenUsage, rate: Rate) -> int:
 
 
 def hold_amount(req: ChatRequest, candidates: Sequence[tuple[CatalogModel, Rate]]) -> int:
-    """The most this request can cost on any target it may be served by: the estimated
-    prompt plus the output ceiling (the request's, else the model's), at that target's
-    rate. Unpriced targets cost nothing."""
-    prompt = estimate_prompt_tokens(req)
+    """The most this request can cost on any target it may be served by: the prompt's
+    token ceiling plus the output ceiling (the request's, else the model's), at that
+    target's rate. Unpriced targets cost nothing."""
+    prompt = prompt_token_ceiling(req)
     most = 0
     for model, rate in candidates:
         if rate.price is None:

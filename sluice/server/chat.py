@@ -156,6 +156,7 @@ async def _stream(gw: Gateway, call: Call, outcome: Outcome, plan: Plan, output:
         raise
     finally:
         gw.metrics.streams.dec()
+    outcome.completed = True
     last = pending + DONE_EVENT
     if req.include_usage:
         usage = outcome.wire_usage(cut=False)
@@ -210,6 +211,7 @@ async def _pump_guarded(
 async def _complete(gw: Gateway, call: Call, outcome: Outcome, plan: Plan, output: RuleSet) -> None:
     done = await gw.router.complete(outcome.req, plan, call.attempts)
     outcome.attempt, outcome.completion = done.attempt, done.result
+    outcome.completed = True
     outcome.rate = gw.rate(done.attempt, outcome.prices)
     outcome.first_token = gw.clock() - call.started
     choices = done.result.choices

@@ -40,6 +40,7 @@ def _json_ok(text: str) -> bool:
 class Outcome:
     __slots__ = (
         "attempt",
+        "completed",
         "completion",
         "error",
         "first_token",
@@ -64,11 +65,16 @@ class Outcome:
         self.completion: ParsedCompletion | None = None
         self.first_token: float | None = None
         self.sent = False  # content reached the client
+        self.completed = False  # the upstream's answer arrived whole
         self.error: ApiError | None = None
         self.guardrails: list[Note] = []  # what guardrails did, for the request log
 
     def tokens(self) -> TokenUsage | None:
-        """Usage so far: the provider's, else our estimate; None before any attempt."""
+        """Usage so far: the provider's, else our estimate; None before any attempt.
+
+        A stream cut short may carry the provider's counts from its start (Anthropic
+        reports one output token in ``message_start``): then what was streamed decides,
+        whichever is more (SPEC §5: the tokens already produced are charged)."""
         if self.attempt is None:
             return None
         if self.translator is not None:
@@ -82,10 +88,17 @@ class Outcome:
             )
         else:
             return None
-        return reported or TokenUsage(
-            prompt_tokens=estimate_prompt_tokens(self.req),
-            completion_tokens=tokens_for_chars(chars),
-            estimated=True,
+        streamed = tokens_for_chars(chars)
+        if reported is None:
+            return TokenUsage(
+                prompt_tokens=estimate_prompt_tokens(self.req),
+                completion_tokens=streamed,
+                estimated=True,
+            )
+        if self.completed or streamed <= reported.completion_tokens:
+            return reported
+        return msgspec.structs.replace(
+            reported, completion_tokens=streamed, provider_cost=None, estimated=True
         )
 
     def wire_usage(self, *, cut: bool) -> Usage | None:
@@ -95,8 +108,11 @@ class Outcome:
         return priced_usage(tokens, self.rate.price, self.rate.source, price_estimate=cut)
 
     def charge(self) -> int:
+        """What the account pays: the cost of the tokens produced, never more than the
+        credits held for the request (so no balance can go below zero; docs/metering.md)."""
         tokens = self.tokens()
-        return 0 if tokens is None or self.rate is None else charge(tokens, self.rate)
+        cost = 0 if tokens is None or self.rate is None else charge(tokens, self.rate)
+        return cost if self.ticket is None else min(cost, self.ticket.amount)
 
     def credits_used(self) -> float | None:
         return None if self.ticket is None else usd_from_nano(self.charge())

@@ -8,12 +8,17 @@ from pathlib import Path
 
 from sluice.metering.charges import nano_from_pico
 from sluice.metering.pricing import Price, cost_pico
-from sluice.metering.tokens import TokenUsage, estimate_prompt_tokens, tokens_for_chars
+from sluice.metering.tokens import (
+    TokenUsage,
+    estimate_prompt_tokens,
+    prompt_token_ceiling,
+    tokens_for_chars,
+)
 from sluice.server.chat import decode_chat_request
 from sluice.server.lifecycle import RunningGateway
 from tests.support.accounts import metered_key
 from tests.support.fake_openai import chunk, text_stream
-from tests.support.fake_upstream import FakeUpstream, Pause, Reply, Step
+from tests.support.fake_upstream import Cut, FakeUpstream, Pause, Reply, Step
 from tests.support.gateway import openai_connection_toml, running_gateway
 from tests.support.raw_http import RawClient, exchange, get, post
 
@@ -59,7 +64,7 @@ async def test_a_metered_stream_is_held_charged_and_logged(
             gw.port,
             post(
                 "/v1/chat/completions",
-                body(stream=True, max_tokens=600, stream_options={"include_usage": True}),
+                body(stream=True, max_tokens=1000, stream_options={"include_usage": True}),
                 key,
             ),
         )
@@ -81,12 +86,9 @@ async def test_a_metered_stream_is_held_charged_and_logged(
     assert usage["cost"] == cost_pico(full, PRICE) / 1e12
     assert theirs.status == 404 and theirs.json()["error"]["code"] == "request_not_found"
     row = mine.json()
-    prompt = estimate_prompt_tokens(decode_chat_request(body(max_tokens=600)))
-    assert (
-        row["credits_held"]
-        == nano_from_pico(cost_pico(TokenUsage(prompt_tokens=prompt, completion_tokens=600), PRICE))
-        / USD
-    )
+    ceiling = prompt_token_ceiling(decode_chat_request(body(max_tokens=1000)))
+    held = TokenUsage(prompt_tokens=ceiling, completion_tokens=1000)
+    assert row["credits_held"] == nano_from_pico(cost_pico(held, PRICE)) / USD
     assert {
         k: row[k]
         for k in (
@@ -234,3 +236,81 @@ async def test_connection_price_beats_the_list_price(tmp_path: Path, fake: FakeU
     usage = resp.json()["usage"]
     assert (usage["cost"], usage["price_source"]) == (2e-5, "custom_provider")
     assert resp.json()["credits_used"] == 2e-5
+
+
+async def test_a_charge_never_exceeds_the_hold(tmp_path: Path, fake: FakeUpstream) -> None:
+    """The provider bills far more than the hold covered (a huge image, say): the account
+    pays what was held and no more, so no balance goes below zero."""
+    huge = {"prompt_tokens": 5_000_000, "completion_tokens": 10, "total_tokens": 5_000_010}
+    fake.default = Reply.stream(*text_stream("x", usage=huge))
+    async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
+        request = body(stream=True, max_tokens=10, stream_options={"include_usage": True})
+        held = nano_from_pico(
+            cost_pico(
+                TokenUsage(
+                    prompt_tokens=prompt_token_ceiling(decode_chat_request(request)),
+                    completion_tokens=10,
+                ),
+                PRICE,
+            )
+        )
+        key = await metered_key(gw.gateway.store, "team", 3 * held)
+        responses = await asyncio.gather(
+            *[
+                exchange(gw.host, gw.port, post("/v1/chat/completions", request, key))
+                for _ in range(3)
+            ]
+        )
+        assert await balance(gw, "team") == (0, 0)
+        assert await gw.gateway.store.reconcile() == []
+    assert [r.status for r in responses] == [200, 200, 200]
+    assert sse(responses[0].body)[-1]["credits_used"] == held / USD
+
+
+async def test_a_cut_anthropic_stream_pays_for_what_streamed_not_its_first_count(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    """Anthropic's message_start reports 1 output token; a stream cut before its
+    message_delta must still be charged for the text that went out."""
+    from tests.support import fake_anthropic
+
+    pieces = ["forty characters of streamed answer text"] * 50
+    fake.queue(
+        Reply.stream(
+            fake_anthropic.message_start(20), *fake_anthropic.text_block(0, *pieces)[:-1], Cut()
+        )
+    )
+    config = f"""
+[[connections]]
+id = "conn_claude"
+provider = "anthropic"
+base_url = "{fake.root_url}"
+api_key_env = "FAKE_UPSTREAM_KEY"
+
+[[models]]
+id = "test/claude"
+providers = {{ conn_claude = "claude-test" }}
+price = {{ input = 2.0, output = 8.0 }}
+"""
+    async with running_gateway(tmp_path, config) as gw:
+        key = await metered_key(gw.gateway.store, "team", 1 * USD)
+        request = json.dumps(
+            {"model": "test/claude", "stream": True, "max_tokens": 2000, "messages": MESSAGES}
+        ).encode()
+        resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", request, key))
+        row = (
+            await exchange(
+                gw.host, gw.port, get(f"/v1/requests/{resp.headers['x-request-id']}", key)
+            )
+        ).json()
+    streamed = tokens_for_chars(sum(len(p) for p in pieces))
+    assert row["status"] == "incomplete" and row["usage_estimated"] is True
+    assert row["prompt_tokens"] == 20  # the provider's count, kept
+    assert row["completion_tokens"] == streamed  # not the 1 of message_start
+    assert (
+        row["credits_charged"]
+        == nano_from_pico(
+            cost_pico(TokenUsage(prompt_tokens=20, completion_tokens=streamed), PRICE)
+        )
+        / USD
+    )

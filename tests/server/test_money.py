@@ -13,7 +13,12 @@ from pathlib import Path
 
 from sluice.metering.charges import nano_from_pico
 from sluice.metering.pricing import Price, cost_pico
-from sluice.metering.tokens import TokenUsage, estimate_prompt_tokens, tokens_for_chars
+from sluice.metering.tokens import (
+    TokenUsage,
+    estimate_prompt_tokens,
+    prompt_token_ceiling,
+    tokens_for_chars,
+)
 from sluice.server.chat import decode_chat_request
 from sluice.storage.factory import open_store
 from tests.support.accounts import metered_key
@@ -36,8 +41,9 @@ BODY = json.dumps(
     }
 ).encode()
 PROMPT = estimate_prompt_tokens(decode_chat_request(BODY))
+CEILING = prompt_token_ceiling(decode_chat_request(BODY))  # what a hold counts
 HOLD = nano_from_pico(
-    cost_pico(TokenUsage(prompt_tokens=PROMPT, completion_tokens=MAX_TOKENS), PRICE)
+    cost_pico(TokenUsage(prompt_tokens=CEILING, completion_tokens=MAX_TOKENS), PRICE)
 )
 
 
