@@ -7,6 +7,7 @@ the stream. Unmetered accounts (the development account) are not held or charged
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import msgspec
@@ -14,7 +15,7 @@ import msgspec
 from sluice.errors import BudgetExceededError
 from sluice.ids import IdFactory
 from sluice.metering.charges import usd_from_nano
-from sluice.storage.base import HoldRequest, Principal, Settlement, Store
+from sluice.storage.base import Account, HoldRequest, Principal, Settlement, Store
 from sluice.storage.writer import WriteBehind
 
 
@@ -57,13 +58,27 @@ class Meter:
             now=now,
             expires_at=now + int(self._hold_ttl),
         )
-        if await self._store.place_hold(hold) is None:
+        placing = asyncio.ensure_future(self._store.place_hold(hold))
+        try:
+            account = await asyncio.shield(placing)
+        except asyncio.CancelledError:
+            # The client left while the hold was being placed: it may still commit, and
+            # then nobody else would settle it; release it when it lands.
+            placing.add_done_callback(lambda done: self._release_if_placed(done, hold))
+            raise
+        if account is None:
             raise BudgetExceededError(
                 f"The account's available credits do not cover this request "
                 f"(up to ${usd_from_nano(amount):.6f} with its max_tokens).",
                 code="insufficient_credits",
             )
         return Ticket(hold.hold_id, hold.account_id, hold.key_id, request_id, amount)
+
+    def _release_if_placed(self, done: asyncio.Future[Account | None], hold: HoldRequest) -> None:
+        if not done.cancelled() and done.exception() is None and done.result() is not None:
+            self.settle(
+                Ticket(hold.hold_id, hold.account_id, hold.key_id, hold.request_id, hold.amount), 0
+            )
 
     def settle(self, ticket: Ticket, charge: int) -> None:
         self._writer.settle(
