@@ -108,6 +108,8 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     header_timeout: float = 10.0
     body_timeout: float = 60.0
     keepalive_timeout: float = 75.0
+    client_write_timeout: float = 300.0
+    """Seconds a client may leave a response unread (its socket full) before it is cut."""
     admin_key_env: str = "SLUICE_ADMIN_KEY"
     """Variable holding the admin API's bearer key; the admin API is off without it."""
     secret_key_env: str = "SLUICE_SECRET_KEY"

@@ -185,6 +185,7 @@ class Gateway:
             header_timeout=server.header_timeout,
             body_timeout=server.body_timeout,
             keepalive_timeout=server.keepalive_timeout,
+            write_timeout=server.client_write_timeout,
         )
 
     async def start(self) -> None:

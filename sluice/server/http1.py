@@ -48,6 +48,7 @@ class Limits(msgspec.Struct, frozen=True):
     header_timeout: float
     body_timeout: float
     keepalive_timeout: float
+    write_timeout: float
 
 
 ErrorResponse = Callable[[int, str], tuple[Headers, bytes]]
@@ -274,7 +275,11 @@ class HttpConnection(asyncio.Protocol):
         if not self.paused:
             return
         self._drain = self._loop.create_future()
-        await self._drain
+        try:
+            await asyncio.wait_for(self._drain, self._limits.write_timeout)
+        except TimeoutError:  # the client stopped reading: cut it (and its upstream call)
+            self.abort()
+            raise ClientGoneError() from None
 
     # -- helpers ----------------------------------------------------------------------------
 

@@ -80,11 +80,23 @@ def map_client_error(exc: BaseException, connecting: bool) -> ApiError:
 class HttpResponse:
     """An aiohttp response behind our shape, with a cheap stall watchdog.
 
-    The watchdog is one timer per response: each read only notes the time, and the
-    timer re-arms itself from the last read instead of being reset per chunk.
+    The watchdog is one timer per response: each read only notes when it started
+    waiting, and the timer re-arms itself from there instead of being reset per chunk.
+    Silence only counts while a read is waiting: time the gateway spends blocked on a
+    slow client is not the provider's.
     """
 
-    __slots__ = ("_last", "_loop", "_resp", "_stall", "_stalled", "_timer", "headers", "status")
+    __slots__ = (
+        "_last",
+        "_loop",
+        "_reading",
+        "_resp",
+        "_stall",
+        "_stalled",
+        "_timer",
+        "headers",
+        "status",
+    )
 
     def __init__(self, resp: aiohttp.ClientResponse) -> None:
         self._resp = resp
@@ -93,6 +105,7 @@ class HttpResponse:
         self._stall = 0.0
         self._last = 0.0
         self._stalled = False
+        self._reading = False
         self.status = resp.status
         self.headers: Mapping[str, str] = {k.lower(): v for k, v in resp.headers.items()}
 
@@ -102,8 +115,11 @@ class HttpResponse:
         self._timer = self._loop.call_at(self._last + stall, self._check)
 
     def _check(self) -> None:
+        now = self._loop.time()
+        if not self._reading:  # busy writing to a slow client: not the provider's silence
+            self._last = now
         due = self._last + self._stall
-        if self._loop.time() < due:
+        if now < due:
             self._timer = self._loop.call_at(due, self._check)
             return
         self._timer = None
@@ -118,15 +134,18 @@ class HttpResponse:
         )
 
     async def read_chunk(self) -> bytes:
+        self._reading = True
+        self._last = self._loop.time()  # silence counts from when we start waiting
         try:
             data = await self._resp.content.readany()
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             if self._stalled:
                 raise self._stall_error() from None
             raise map_client_error(exc, connecting=False) from None
+        finally:
+            self._reading = False
         if self._stalled:
             raise self._stall_error()
-        self._last = self._loop.time()
         return data
 
     async def read_body(self, limit: int) -> bytes:

@@ -137,3 +137,57 @@ async def test_the_gateway_still_serves_after_cancellations(
         await client.close()
     assert resp.status == 200 and resp.body.endswith(b"data: [DONE]\n\n")
     assert len(fake.hangups) == 5
+
+
+def big_stream(n: int = 10_000) -> list[Step]:
+    piece = chunk(content="z" * 4000)
+    return [
+        chunk(role="assistant", content=""),
+        *([piece] * n),
+        chunk(finish="stop"),
+        b"data: [DONE]\n\n",
+    ]
+
+
+async def slow_socket(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, (host, port))
+    return await asyncio.open_connection(sock=sock)
+
+
+async def test_a_slow_reader_is_not_mistaken_for_a_stalled_provider(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    fake.queue(Reply.stream(*big_stream(2_000)))
+    config = SERVER + openai_connection_toml(fake.base_url, timeouts="stall = 0.5")
+    async with running_gateway(tmp_path, config) as gw:
+        assert gw.dev_key is not None
+        reader, writer = await slow_socket(gw.host, gw.port)
+        writer.write(post("/v1/chat/completions", BODY, gw.dev_key.key))
+        await writer.drain()
+        await reader.readexactly(100)
+        await asyncio.sleep(2.0)  # not reading for four stall periods
+        tail = b""
+        async with asyncio.timeout(30):
+            while not tail.endswith(b"\r\n0\r\n\r\n"):  # the end of the chunked body
+                data = await reader.read(1 << 16)
+                assert data, "the gateway closed the stream"
+                assert b"stream_stalled" not in tail + data
+                tail = (tail + data)[-64:]
+        writer.close()
+    assert tail.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n")
+
+
+async def test_a_client_that_never_reads_is_cut_off(tmp_path: Path, fake: FakeUpstream) -> None:
+    fake.queue(Reply.stream(*big_stream()))
+    config = SERVER.replace("port = 0\n", "port = 0\nclient_write_timeout = 0.5\n")
+    async with running_gateway(tmp_path, config + openai_connection_toml(fake.base_url)) as gw:
+        assert gw.dev_key is not None
+        reader, writer = await slow_socket(gw.host, gw.port)
+        writer.write(post("/v1/chat/completions", BODY, gw.dev_key.key))
+        await writer.drain()
+        await asyncio.wait_for(fake.hung_up.wait(), 10)  # the upstream call was closed
+        writer.close()
+        del reader
