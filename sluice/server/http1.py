@@ -37,6 +37,8 @@ from sluice.server.exchange import (
 _log = logging.getLogger("sluice.server")
 
 _MAX_HEADERS = 100
+_HEAD_FRAMING = 4 * _MAX_HEADERS + 1024
+"""Raw bytes a head may carry beyond its names and values: separators, line ends, request line."""
 _MAX_PIPELINED = 8
 _WRITE_HIGH_WATER = 64 * 1024
 _LINGER_SECONDS = 2.0
@@ -88,6 +90,7 @@ class HttpConnection(asyncio.Protocol):
         self._body: list[bytes] = []
         self._body_size = 0
         self._head_size = 0
+        self._head_raw = 0
         self._head_too_large = False
         self._in_head = False
         self._expect_body = False
@@ -123,8 +126,12 @@ class HttpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._lingering is not None:
             return
+        if self._in_head:  # the parser buffers a header until its line ends: count raw bytes
+            self._head_raw += len(data)
         try:
             self._parser.feed_data(data)
+            if self._in_head and self._head_raw > self._limits.max_header_bytes + _HEAD_FRAMING:
+                self._reject(431, "The request headers are too large.")
         except httptools.HttpParserUpgrade:
             self._reject(400, "Protocol upgrades are not supported.")
         except httptools.HttpParserError:

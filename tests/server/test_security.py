@@ -181,3 +181,27 @@ async def test_oversized_or_malformed_heads(tmp_path: Path) -> None:
     for resp in (huge, many, garbage, upgrade):
         assert resp.headers["x-request-id"].startswith("req_")
         assert resp.json()["error"]["type"] == "invalid_request_error"
+
+
+async def test_one_endless_header_is_refused_before_it_fills_memory(tmp_path: Path) -> None:
+    """The parser holds a header until its line ends; the raw bytes are counted instead."""
+    config = "[server]\nport = 0\nmax_header_bytes = 4096\nheader_timeout = 30\n"
+    async with running_gateway(tmp_path, config) as gw:
+        client = await RawClient.connect(gw.host, gw.port)
+        try:
+            await client.send(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Endless: ")
+            answer = asyncio.create_task(client.read_response())
+            sent = 0
+            while not answer.done() and sent < 1 << 20:
+                try:
+                    await client.send(b"a" * 1024)
+                except ConnectionError:
+                    break
+                sent += 1024
+                await asyncio.sleep(0.001)
+            async with asyncio.timeout(5):
+                resp = await answer
+        finally:
+            await client.close()
+    assert resp.status == 431 and resp.json()["error"]["code"] == "headers_too_large"
+    assert sent < 64 * 1024  # refused soon after the limit, not after a megabyte
