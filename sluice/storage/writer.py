@@ -40,6 +40,7 @@ class WriteBehind:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        self._batch_written = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -62,9 +63,12 @@ class WriteBehind:
         await self._idle.wait()
 
     async def flush_pending(self, request_id: str) -> None:
-        """Read-your-writes for the request log: wait if that row is still queued."""
-        if request_id in self._pending_ids:
-            await self._idle.wait()
+        """Read-your-writes for the request log: wait until that row's batch is written.
+
+        Per batch, not for idle: under steady traffic the queue may never be empty.
+        """
+        while request_id in self._pending_ids:
+            await self._batch_written.wait()
 
     async def close(self) -> None:
         self._closing = True
@@ -97,6 +101,8 @@ class WriteBehind:
             if records:
                 await self._write("request log", self._store.write_requests, records)
                 self._pending_ids.difference_update(r.id for r in records)
+                written, self._batch_written = self._batch_written, asyncio.Event()
+                written.set()
 
     async def _write(
         self, what: str, write: Callable[[list[_Row]], Awaitable[None]], rows: list[_Row]

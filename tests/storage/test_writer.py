@@ -1,0 +1,48 @@
+"""The write-behind queue: read-your-writes while traffic never stops."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sluice.storage.base import RequestRecord
+from sluice.storage.sqlite import SqliteStore
+from sluice.storage.writer import WriteBehind
+
+
+class BusyStore(SqliteStore):
+    """Each write of the log is overtaken by another request: the queue is never empty."""
+
+    during_write: Callable[[], None] = staticmethod(lambda: None)
+
+    async def write_requests(self, records: list[RequestRecord]) -> None:
+        self.during_write()
+        await super().write_requests(records)
+
+
+async def test_a_logged_request_can_be_read_back_under_steady_load(tmp_path: Path) -> None:
+    store = BusyStore(tmp_path / "db.sqlite")
+    await store.open()
+    await store.migrate()
+    account = await store.create_account("acct_t", "team", metered=False, credits=0, now=1)
+    writer = WriteBehind(store, time.time, interval=0.001)
+    writer.start()
+    counter = itertools.count()
+
+    def record(request_id: str) -> RequestRecord:
+        return RequestRecord(id=request_id, account_id=account.id, key_id="key_1", created_at=1)
+
+    store.during_write = lambda: writer.log(record(f"req_bg{next(counter)}"))
+    try:
+        writer.log(record("req_mine"))
+        async with asyncio.timeout(5):
+            await writer.flush_pending("req_mine")
+        found = await store.get_request("req_mine", account.id)
+    finally:
+        store.during_write = lambda: None
+        await writer.close()
+        await store.close()
+    assert found is not None and found.id == "req_mine"
