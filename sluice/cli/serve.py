@@ -43,11 +43,12 @@ def _banner(running: RunningGateway, settings: Settings) -> str:
 
 async def _run(settings: Settings) -> None:
     running = await start_gateway(settings)
-    click.echo(_banner(running, settings), err=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    # the banner last: whoever waits for it may signal at once
+    click.echo(_banner(running, settings), err=True)
     try:
         await stop.wait()
     finally:
