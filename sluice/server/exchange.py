@@ -78,13 +78,17 @@ def response_head(status: int, headers: Headers) -> bytes:
 
 
 class ResponseWriter:
-    """Writes one response: whole (``send``) or streamed (``start`` / ``write`` / ``end``)."""
+    """Writes one response: whole (``send``) or streamed (``start`` / ``write`` / ``end``).
 
-    __slots__ = ("_chunked", "_conn", "_head", "finished", "keep_alive", "started")
+    For a HEAD request (``head_only``) the head goes out as it would for GET, the body never.
+    """
 
-    def __init__(self, conn: Sink, keep_alive: bool, http10: bool) -> None:
+    __slots__ = ("_chunked", "_conn", "_head", "_head_only", "finished", "keep_alive", "started")
+
+    def __init__(self, conn: Sink, keep_alive: bool, http10: bool, head_only: bool = False) -> None:
         self._conn = conn
         self._head = b""
+        self._head_only = head_only
         self._chunked = not http10
         self.keep_alive = keep_alive
         self.started = False
@@ -95,7 +99,8 @@ class ResponseWriter:
         extra = [("content-length", str(len(body)))]
         if not self.keep_alive:
             extra.append(("connection", "close"))
-        self._conn.write(response_head(status, headers + extra) + body)
+        head = response_head(status, headers + extra)
+        self._conn.write(head if self._head_only else head + body)
         await self._conn.drain()
 
     def start(self, status: int, headers: Headers) -> None:
@@ -115,7 +120,9 @@ class ResponseWriter:
 
     def write_now(self, data: bytes) -> None:
         """Write without waiting for the client to drain (timers: keep-alive comments)."""
-        frame = b"%x\r\n%b\r\n" % (len(data), data) if self._chunked else data
+        if self._head_only:
+            data = b""
+        frame = b"%x\r\n%b\r\n" % (len(data), data) if self._chunked and data else data
         if self._head:
             frame, self._head = self._head + frame, b""
         self._conn.write(frame)
@@ -131,7 +138,9 @@ class ResponseWriter:
         self.finished = True
         if close:
             self.keep_alive = False
-        if self._chunked:
+        if self._head_only:
+            tail = b""
+        elif self._chunked:
             tail = b"%x\r\n%b\r\n0\r\n\r\n" % (len(data), data) if data else b"0\r\n\r\n"
         else:
             tail = data

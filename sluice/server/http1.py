@@ -208,7 +208,9 @@ class HttpConnection(asyncio.Protocol):
             headers=headers,
             body=b"".join(self._body),
             version=parser.get_http_version(),
-            keep_alive=parser.should_keep_alive(),
+            # HTTP/1.0 with Transfer-Encoding is unreliable framing: answer, then close
+            keep_alive=parser.should_keep_alive()
+            and not (parser.get_http_version() == "1.0" and "transfer-encoding" in headers),
         )
         self._reset()
         self._queue.append(request)
@@ -229,7 +231,9 @@ class HttpConnection(asyncio.Protocol):
         self._task = self._loop.create_task(self._run(request))
 
     async def _run(self, request: Request) -> None:
-        writer = ResponseWriter(self, request.keep_alive, request.version == "1.0")
+        writer = ResponseWriter(
+            self, request.keep_alive, request.version == "1.0", head_only=request.method == "HEAD"
+        )
         try:
             await self._handler(request, writer)
         except ClientGoneError:

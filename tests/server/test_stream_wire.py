@@ -259,3 +259,39 @@ async def test_a_silent_provider_ends_the_stream_as_stalled(
     error = json.loads(events(resp.body)[-1].removeprefix(b"data: "))["error"]
     assert (error["type"], error["code"]) == ("request_timeout", "stream_stalled")
     assert b"[DONE]" not in resp.body
+
+
+async def test_head_sends_the_get_head_without_a_body(tmp_path: Path) -> None:
+    async with running_gateway(tmp_path, "[server]\nport = 0\n") as gw:
+        client = await RawClient.connect(gw.host, gw.port)
+        try:
+            await client.send(b"HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            head_status, head_headers = await client.read_head()
+            await client.send(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            got = await client.read_response()  # garbled if the HEAD answer carried a body
+            await client.send(b"HEAD /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n")
+            refused_status, refused_headers = await client.read_head()
+            await client.send(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            again = await client.read_response()
+        finally:
+            await client.close()
+    assert head_status == 200 and got.status == 200 and again.status == 200
+    assert int(head_headers["content-length"]) == len(got.body) > 0
+    assert refused_status == 405 and int(refused_headers["content-length"]) > 0
+
+
+async def test_http10_with_transfer_encoding_is_answered_then_closed(tmp_path: Path) -> None:
+    """RFC 9112 §6.1: that framing is not to be trusted for what follows."""
+    async with running_gateway(tmp_path, "[server]\nport = 0\n") as gw:
+        client = await RawClient.connect(gw.host, gw.port)
+        try:
+            await client.send(
+                b"POST /health HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+            )
+            resp = await client.read_response()
+            closed = await client.at_eof(wait=2)
+        finally:
+            await client.close()
+    assert resp.status == 405 and resp.headers["connection"] == "close"
+    assert closed
