@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from random import Random
+from typing import Any
 
 import msgspec
 
@@ -66,6 +67,7 @@ class Call:
     __slots__ = (
         "attempts",
         "created",
+        "disconnect",
         "headers",
         "limit_ticket",
         "outcome",
@@ -94,6 +96,8 @@ class Call:
         self.attempts: list[AttemptRecord] = []
         self.outcome: Outcome | None = None
         self.limit_ticket: LimitTicket | None = None
+        self.disconnect: str | None = None
+        """``"drain"`` once the upstream is read on after the client left; else unset."""
 
 
 Endpoint = Callable[["Gateway", Call], Awaitable[None]]
@@ -164,6 +168,7 @@ class Gateway:
             else MemoryLimiter(clock)
         )
         self._background: set[asyncio.Task[None]] = set()
+        self._drains: set[asyncio.Task[None]] = set()
         self.writer = WriteBehind(
             store, wall_clock, reclaim_every=settings.metering.reclaim_interval
         )
@@ -193,6 +198,10 @@ class Gateway:
         self.writer.start()
 
     async def close(self) -> None:
+        for task in self._drains:  # settled with what they read so far
+            task.cancel()
+        if self._drains:
+            await asyncio.wait(self._drains)
         await self.transport.close()
         await self.guardrails.close()
         if self._background:
@@ -280,7 +289,27 @@ class Gateway:
                     "".join(f" {a.position}:{a.connection}:{a.outcome}" for a in call.attempts),
                 )
 
+    def drain(self, call: Call, draining: Coroutine[Any, Any, None]) -> None:
+        """Read on after the client left (``on_disconnect = "drain"``): the call is
+        settled and logged when ``draining`` ends, not when its handler does."""
+        call.disconnect = "drain"
+        task = asyncio.get_running_loop().create_task(self._drained(call, draining))
+        self._drains.add(task)
+        task.add_done_callback(self._drains.discard)
+
+    async def _drained(self, call: Call, draining: Coroutine[Any, Any, None]) -> None:
+        try:
+            await draining
+        except Exception:
+            _errors.exception("draining request %s failed", call.request_id)
+        finally:
+            self._settle(call, 499)
+
     def _finish(self, call: Call, status: int) -> None:
+        if call.disconnect != "drain":  # a drain settles its call when it ends
+            self._settle(call, status)
+
+    def _settle(self, call: Call, status: int) -> None:
         """Settle the hold and queue the request-log row (no I/O here)."""
         outcome, principal = call.outcome, call.principal
         if outcome is None or principal is None:
@@ -303,7 +332,7 @@ class Gateway:
                 created=call.created,
                 duration=self.clock() - call.started,
                 http_status=status,
-                cancelled=status == 499,
+                disconnect=call.disconnect or ("cancel" if status == 499 else None),
                 attempts=call.attempts,
             )
         )

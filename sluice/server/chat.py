@@ -13,6 +13,7 @@ is untouched.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ from sluice.metering.tokens import estimate_prompt_tokens
 from sluice.providers.base import ChunkBatch, StreamTranslator
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.router import OpenedStream, scrub_secrets
+from sluice.server.exchange import ClientGoneError
 from sluice.server.keepalive import KeepAlive
 from sluice.server.outcome import Outcome
 from sluice.server.responses import JSON, SSE_HEADERS
@@ -151,18 +153,33 @@ async def _stream(gw: Gateway, call: Call, outcome: Outcome, plan: Plan, output:
         usage = outcome.wire_usage(cut=True) if req.include_usage else None
         await writer.end(pending + error_event(err, usage), close=True)
         return
+    except (ClientGoneError, asyncio.CancelledError):
+        _client_left(gw, call, outcome, opened)
+        raise
     except BaseException:
         resp.close()
         raise
     finally:
         gw.metrics.streams.dec()
     outcome.completed = True
-    last = pending + DONE_EVENT
-    if req.include_usage:
-        usage = outcome.wire_usage(cut=False)
-        assert usage is not None
-        last = pending + encoder.usage_event(usage, outcome.credits_used()) + DONE_EVENT
-    await writer.end(last)
+    await writer.end(pending + _ending(outcome, encoder))
+
+
+def _ending(outcome: Outcome, encoder: ChunkEncoder) -> bytes:
+    """The events after the last content: the usage chunk when asked for, then [DONE]."""
+    if not outcome.req.include_usage:
+        return DONE_EVENT
+    usage = outcome.wire_usage(cut=False)
+    assert usage is not None
+    return encoder.usage_event(usage, outcome.credits_used()) + DONE_EVENT
+
+
+def _client_left(gw: Gateway, call: Call, outcome: Outcome, opened: OpenedStream) -> None:
+    """Mid-stream disconnect: close the upstream call, or read it on unsent (``drain``)."""
+    if opened.attempt.target.connection.on_disconnect == "drain" and not opened.ended:
+        gw.drain(call, _drain(outcome, opened.response, opened.translator))
+    else:
+        opened.response.close()
 
 
 async def _pump(
@@ -206,6 +223,27 @@ async def _pump_guarded(
         await write(events(tail))
     if guard.failure is not None:
         raise guard.failure
+
+
+async def _drain(outcome: Outcome, resp: UpstreamResponse, translator: StreamTranslator) -> None:
+    """The rest of a stream whose client left, read and translated but not sent, so the
+    provider's own usage is what gets charged (SPEC §5)."""
+    try:
+        while data := await resp.read_chunk():
+            translator.feed(data)
+            if translator.failure is not None:
+                raise translator.failure
+        translator.finish()
+        resp.release()
+    except ApiError as exc:
+        resp.close()
+        assert outcome.attempt is not None
+        outcome.error = scrub_secrets(exc, outcome.attempt.target)
+        return
+    except BaseException:
+        resp.close()
+        raise
+    outcome.completed = True
 
 
 async def _complete(gw: Gateway, call: Call, outcome: Outcome, plan: Plan, output: RuleSet) -> None:

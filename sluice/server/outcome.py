@@ -159,11 +159,13 @@ class Outcome:
         created: int,
         duration: float,
         http_status: int,
-        cancelled: bool,
+        disconnect: str | None,
         attempts: list[AttemptRecord],
     ) -> RequestRecord:
+        """``disconnect``: what the client leaving did (``cancel`` or ``drain``), if it left."""
+        cancelled = disconnect is not None
         tokens = self.tokens()
-        wire = self.wire_usage(cut=self.error is not None or cancelled)
+        wire = self.wire_usage(cut=self.error is not None or not self.completed)
         served = self.attempt
         rec = RequestRecord(
             id=request_id,
@@ -178,7 +180,7 @@ class Outcome:
             duration_ms=round(duration * 1000, 3),
             http_status=http_status,
             tool_calls=self.tool_calls(),
-            disconnect="cancel" if cancelled else None,
+            disconnect=disconnect,
             guardrails=[msgspec.to_builtins(n) for n in self.guardrails],
         )
         if self.plan is not None:

@@ -1,0 +1,140 @@
+"""``on_disconnect = "drain"``: after the client leaves, the answer is read to its end
+unsent, and the provider's own usage is charged (SPEC §5)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from sluice.metering.charges import nano_from_pico
+from sluice.metering.pricing import Price, cost_pico
+from sluice.metering.tokens import TokenUsage
+from sluice.server.lifecycle import RunningGateway
+from sluice.storage.factory import open_store
+from tests.support.accounts import metered_key
+from tests.support.fake_openai import DONE, chunk
+from tests.support.fake_upstream import FakeUpstream, Pause, Reply, Step
+from tests.support.gateway import openai_connection_toml, running_gateway
+from tests.support.raw_http import RawClient, post
+
+USD = 10**9
+PRICE = Price.per_million(2.0, 8.0, cache_read=0.5)
+USAGE = {"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500}
+BODY = json.dumps(
+    {
+        "model": "test/gpt-fake",
+        "messages": [{"role": "user", "content": "hello there"}],
+        "stream": True,
+        "max_tokens": 2000,
+    }
+).encode()
+
+
+def drain_toml(base_url: str, timeouts: str = "") -> str:
+    return openai_connection_toml(base_url, timeouts=timeouts).replace(
+        'api_key_env = "FAKE_UPSTREAM_KEY"',
+        'api_key_env = "FAKE_UPSTREAM_KEY"\non_disconnect = "drain"',
+    )
+
+
+def long_answer(pieces: int, *, tail: list[Step]) -> list[Step]:
+    steps: list[Step] = [chunk(role="assistant", content="")]
+    for _ in range(pieces):
+        steps += [chunk(content="abcdefgh"), Pause(0.01)]
+    return steps + tail
+
+
+async def leave_after(gw: RunningGateway, key: str, pieces: int) -> str:
+    """Read ``pieces`` content chunks, hang up, return the request id."""
+    client = await RawClient.connect(gw.host, gw.port)
+    await client.send(post("/v1/chat/completions", BODY, key))
+    _, headers = await client.read_head()
+    seen = b""
+    while seen.count(b"abcdefgh") < pieces:
+        piece = await client.read_chunk()
+        assert piece is not None
+        seen += piece
+    await client.close()
+    return headers["x-request-id"]
+
+
+async def logged(gw: RunningGateway, request_id: str, account_id: str) -> dict[str, Any]:
+    async with asyncio.timeout(10):
+        while True:
+            await gw.gateway.writer.flush()
+            row = await gw.gateway.store.get_request(request_id, account_id)
+            if row is not None:
+                return {f: getattr(row, f) for f in row.__struct_fields__}
+            await asyncio.sleep(0.02)
+
+
+async def account_id(gw: RunningGateway, name: str) -> str:
+    account = await gw.gateway.store.get_account(name)
+    assert account is not None
+    return account.id
+
+
+async def test_a_drained_stream_is_charged_the_providers_usage(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    tail: list[Step] = [chunk(finish="stop"), chunk(usage=USAGE, choices=False), DONE]
+    fake.queue(Reply.stream(*long_answer(50, tail=tail)))
+    async with running_gateway(tmp_path, drain_toml(fake.base_url)) as gw:
+        key = await metered_key(gw.gateway.store, "team", 1 * USD)
+        request_id = await leave_after(gw, key, 3)
+        row = await logged(gw, request_id, await account_id(gw, "team"))
+        account = await gw.gateway.store.get_account("team")
+        assert await gw.gateway.store.reconcile() == []
+    assert fake.hangups == []  # the upstream answer was read to its end
+    assert row["status"] == "cancelled" and row["disconnect"] == "drain"
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (1000, 500)
+    assert row["usage_estimated"] is False and row["finish_reason"] == "stop"
+    charged = nano_from_pico(
+        cost_pico(TokenUsage(prompt_tokens=1000, completion_tokens=500), PRICE)
+    )
+    assert account is not None
+    assert (account.balance, account.held, account.open_holds) == (1 * USD - charged, 0, 0)
+    assert row["credits_charged"] == charged / USD
+
+
+async def test_a_drain_that_stalls_charges_what_was_read(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    fake.queue(Reply.stream(*long_answer(20, tail=[Pause(5)])))
+    config = drain_toml(fake.base_url, timeouts="stall = 0.3")
+    async with running_gateway(tmp_path, config) as gw:
+        key = await metered_key(gw.gateway.store, "team", 1 * USD)
+        request_id = await leave_after(gw, key, 2)
+        row = await logged(gw, request_id, await account_id(gw, "team"))
+        account = await gw.gateway.store.get_account("team")
+    assert row["status"] == "cancelled" and row["disconnect"] == "drain"
+    assert row["error_code"] == "stream_stalled" and row["usage_estimated"] is True
+    # every chunk the upstream sent was read and counted, not just the two delivered
+    assert row["completion_tokens"] >= 20 * 8 // 4
+    assert account is not None and account.held == 0 and account.open_holds == 0
+
+
+async def test_shutdown_cuts_a_drain_short_and_still_settles_it(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    fake.queue(Reply.stream(*long_answer(10, tail=[Pause(30)])))
+    async with running_gateway(tmp_path, drain_toml(fake.base_url)) as gw:
+        key = await metered_key(gw.gateway.store, "team", 1 * USD)
+        request_id = await leave_after(gw, key, 2)
+        await asyncio.sleep(0.3)  # draining, the upstream silent
+        team = await account_id(gw, "team")
+        storage_url = gw.gateway.settings.storage_url
+    # running_gateway stopped the gateway: the drain was cancelled and settled first
+    store = await open_store(storage_url)
+    try:
+        row = await store.get_request(request_id, team)
+        account = await store.get_account("team")
+        mismatches = await store.reconcile()
+    finally:
+        await store.close()
+    assert row is not None and row.status == "cancelled" and row.disconnect == "drain"
+    assert row.completion_tokens >= 10 * 8 // 4 and row.usage_estimated
+    assert account is not None and account.held == 0 and account.open_holds == 0
+    assert account.balance < 1 * USD and mismatches == []
