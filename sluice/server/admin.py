@@ -21,6 +21,7 @@ from sluice.config import PriceConfig, Timeouts
 from sluice.errors import (
     AuthenticationError,
     ConfigError,
+    ConflictError,
     InvalidRequestError,
     MethodNotAllowedError,
     NotFoundError,
@@ -281,7 +282,12 @@ async def _put_connection(
         timeouts=new.timeouts,
         prices=new.prices,
     )
-    await gw.store.save_connection(account.id, spec, sealed, now)
+    if not await gw.store.save_connection(account.id, spec, sealed, now):
+        raise ConflictError(
+            f"The connection id '{conn_id}' is taken; choose another.",
+            code="connection_id_taken",
+            param="id",
+        )
     gw.tenants.invalidate(account.id)
     await _send(call, 200, {**msgspec.to_builtins(spec), "has_api_key": sealed is not None})
 

@@ -179,7 +179,9 @@ class Gateway:
             wall_clock=wall_clock,
             hold_ttl=settings.metering.hold_ttl,
         )
-        self.metrics = Metrics(self.router.breaker, clock)
+        self.metrics = Metrics(
+            self.router.breaker, clock, frozenset(c.id for c in settings.connections)
+        )
         self.models_body = msgspec.json.encode(
             model_list(self.catalog, self.planner, settings.routes)
         )

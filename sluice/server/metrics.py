@@ -1,11 +1,13 @@
 """Prometheus metrics for one gateway (``GET /metrics``), in a registry of its own.
 
-Counted per request, never per chunk. Breaker states are read when scraped.
+Counted per request, never per chunk. Breaker states are read when scraped. Any
+key may read them, so accounts' own connections are one label, ``account-owned``:
+their ids are theirs (and unbounded in number).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from types import MappingProxyType
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -17,12 +19,16 @@ from sluice.routing.router import AttemptRecord
 
 _STATE_VALUE = MappingProxyType({State.CLOSED: 0.0, State.HALF_OPEN: 1.0, State.OPEN: 2.0})
 _TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+ACCOUNT_OWNED = "account-owned"
 
 
 class _BreakerCollector(Collector):
-    def __init__(self, breaker: Breaker, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, breaker: Breaker, clock: Callable[[], float], operators: Collection[str]
+    ) -> None:
         self._breaker = breaker
         self._clock = clock
+        self._operators = operators
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily(
@@ -31,12 +37,18 @@ class _BreakerCollector(Collector):
             labels=["connection"],
         )
         for key, state in sorted(self._breaker.states(self._clock()).items()):
-            family.add_metric([key], _STATE_VALUE[state])
+            if key in self._operators:
+                family.add_metric([key], _STATE_VALUE[state])
         yield family
 
 
 class Metrics:
-    def __init__(self, breaker: Breaker, clock: Callable[[], float]) -> None:
+    """``operators``: the ids of the operator's connections, the ones labelled by id."""
+
+    def __init__(
+        self, breaker: Breaker, clock: Callable[[], float], operators: Collection[str]
+    ) -> None:
+        self._operators = operators
         self.registry = CollectorRegistry()
         self._requests = Counter(
             "sluice_requests",
@@ -59,12 +71,14 @@ class Metrics:
             buckets=_TTFT_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(_BreakerCollector(breaker, clock))
+        self.registry.register(_BreakerCollector(breaker, clock, operators))
 
     def request(self, path: str, status: int, attempts: list[AttemptRecord]) -> None:
         self._requests.labels(path, str(status)).inc()
         for attempt in attempts:
-            self._attempts.labels(attempt.connection, attempt.outcome).inc()
+            conn = attempt.connection
+            label = conn if conn in self._operators else ACCOUNT_OWNED
+            self._attempts.labels(label, attempt.outcome).inc()
 
     def first_token(self, seconds: float) -> None:
         self._ttft.observe(seconds)

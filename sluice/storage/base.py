@@ -215,8 +215,9 @@ class Store(Protocol):
 
     async def save_connection(
         self, account_id: str, spec: StoredConnection, api_key_enc: str | None, now: int
-    ) -> None:
-        """Create or replace the account's connection with ``spec.id``."""
+    ) -> bool:
+        """Create or replace the account's connection with ``spec.id``; False (nothing
+        written) when another account holds that id."""
         ...
 
     async def account_connections(

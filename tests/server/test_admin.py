@@ -119,6 +119,10 @@ async def test_an_accounts_own_connection_serves_only_that_account(
         team = await gw.gateway.store.get_account("team")
         assert team is not None
         raw_rows = await gw.gateway.store.account_connections(team.id)
+        metrics = (await exchange(gw.host, gw.port, get("/metrics", gw.dev_key.key))).body
+    # any key may read /metrics: an account's own connection is not named there
+    assert b"conn_team_openai" not in metrics
+    assert b'connection="account-owned",outcome="served"} 1.0' in metrics
     assert saved.status == 200 and saved.json()["has_api_key"] is True
     assert BYO_KEY not in saved.body.decode() and BYO_KEY not in listed.body.decode()
     assert raw_rows and raw_rows[0][1] is not None and BYO_KEY not in raw_rows[0][1]
@@ -188,6 +192,31 @@ async def test_connection_validation(tmp_path: Path) -> None:
         results = {name: await admin(gw, "PUT", path, doc) for name, (path, doc) in cases.items()}
     for name, resp in results.items():
         assert resp.status == 400, name
+
+
+async def test_a_connection_id_another_account_holds_is_refused(tmp_path: Path) -> None:
+    config = "[server]\nport = 0\nallow_private_upstreams = true\n"
+    async with running_gateway(tmp_path, config, env=ENV) as gw:
+        for name in ("team", "rival"):
+            await admin(gw, "POST", "/admin/accounts", {"name": name})
+        doc = {
+            "provider": "openai-compatible",
+            "base_url": "http://127.0.0.1:9/v1",
+            "models": {"openai/gpt-4o-mini": "gpt-4o-mini"},
+        }
+        first = await admin(gw, "PUT", "/admin/accounts/team/connections/conn_shared", doc)
+        again = await admin(gw, "PUT", "/admin/accounts/team/connections/conn_shared", doc)
+        taken = await admin(
+            gw, "PUT", "/admin/accounts/rival/connections/conn_shared", {**doc, "models": {}}
+        )
+        theirs = await admin(gw, "GET", "/admin/accounts/rival/connections")
+        mine = await admin(gw, "GET", "/admin/accounts/team/connections")
+    assert first.status == 200 and again.status == 200
+    assert taken.status == 409
+    assert taken.json()["error"]["code"] == "connection_id_taken"
+    assert taken.json()["error"]["param"] == "id"
+    assert theirs.json()["data"] == []
+    assert mine.json()["data"][0]["models"] == doc["models"]
 
 
 async def test_an_accounts_connection_may_not_point_inside(tmp_path: Path) -> None:

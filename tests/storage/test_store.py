@@ -161,8 +161,9 @@ async def test_account_connections_and_prices(store: Store) -> None:
         base_url="https://api.example.com/v1",
         prices={"team/gpt": PriceConfig(1.0, 2.0)},
     )
-    await store.save_connection(account_id, spec, "gAAAAencrypted", now=5)
-    await store.save_connection(other, spec, "stolen", now=6)  # not another account's id
+    assert await store.save_connection(account_id, spec, "gAAAAencrypted", now=5)
+    assert await store.save_connection(account_id, spec, "gAAAAencrypted", now=5)  # replace
+    assert not await store.save_connection(other, spec, "stolen", now=6)  # another's id
     assert await store.account_connections(account_id) == [(spec, "gAAAAencrypted")]
     assert await store.account_connections(other) == []
     assert not await store.delete_connection(other, "conn_byo_1")

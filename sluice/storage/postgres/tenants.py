@@ -24,8 +24,8 @@ class PostgresTenants:
 
     async def save_connection(
         self, account_id: str, spec: StoredConnection, api_key_enc: str | None, now: int
-    ) -> None:
-        await self.pool.execute(
+    ) -> bool:
+        status = await self.pool.execute(
             "INSERT INTO account_connections (id, account_id, spec, api_key_enc, created_at) "
             "VALUES ($1, $2, $3::jsonb, $4, $5) ON CONFLICT (id) DO UPDATE SET "
             "spec = EXCLUDED.spec, api_key_enc = EXCLUDED.api_key_enc "
@@ -36,6 +36,7 @@ class PostgresTenants:
             api_key_enc,
             now,
         )
+        return status.split()[-1] != "0"  # "INSERT 0 <rows>"
 
     async def account_connections(
         self, account_id: str

@@ -16,8 +16,8 @@ _ENCODER = msgspec.json.Encoder()
 class SqliteTenants(SqliteBase):
     async def save_connection(
         self, account_id: str, spec: StoredConnection, api_key_enc: str | None, now: int
-    ) -> None:
-        await self.write(
+    ) -> bool:
+        changed = await self.write(
             lambda tx: tx.execute(
                 "INSERT INTO account_connections (id, account_id, spec, api_key_enc, created_at) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET spec = excluded.spec, "
@@ -26,6 +26,7 @@ class SqliteTenants(SqliteBase):
                 (spec.id, account_id, _ENCODER.encode(spec).decode(), api_key_enc, now),
             )
         )
+        return changed > 0
 
     async def account_connections(
         self, account_id: str
