@@ -9,6 +9,7 @@ In-process upstreams (:class:`~sluice.providers.base.LocalUpstream`) are run by
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -258,15 +259,29 @@ class HttpTransport:
             headers = await self._signer.sign(req, req.aws_sigv4)
         # first event and stall are enforced by the router and the response watchdog
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect)
+        send = functools.partial(
+            session.request,
+            req.method,
+            URL(req.url, encoded=True),  # sent exactly as built (and as signed)
+            data=req.body,
+            headers=headers,
+            timeout=timeout,
+            allow_redirects=False,
+        )
         try:
-            resp = await session.request(
-                req.method,
-                URL(req.url, encoded=True),  # sent exactly as built (and as signed)
-                data=req.body,
-                headers=headers,
-                timeout=timeout,
-                allow_redirects=False,
-            )
+            try:
+                resp = await send()
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                if not _dropped_before_answering(exc):
+                    raise
+                resp = await send()  # once more, on another connection
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise map_client_error(exc, connecting=True) from None
         return HttpResponse(resp)
+
+
+def _dropped_before_answering(exc: BaseException) -> bool:
+    """The upstream closed a connection we had sent on, without a response head: most
+    often a pooled keep-alive connection it had just timed out (RFC 9112 §9.3.1).
+    Worth one more try on a new connection; a failure to connect is not."""
+    return not isinstance(exc, aiohttp.ClientConnectorError)
