@@ -115,9 +115,20 @@ class Router:
         return await self._run(plan, records, lambda a: self._open_stream(req, a))
 
     async def complete(
-        self, req: ChatRequest, plan: Plan, records: list[AttemptRecord]
+        self,
+        req: ChatRequest,
+        plan: Plan,
+        records: list[AttemptRecord],
+        in_flight: list[Attempt] | None = None,
     ) -> Completed:
-        return await self._run(plan, records, lambda a: self._complete(req, a))
+        """``in_flight``: each attempt is appended as it starts (the last one is running)."""
+
+        def once(attempt: Attempt) -> Awaitable[Completed]:
+            if in_flight is not None:
+                in_flight.append(attempt)
+            return self._complete(req, attempt)
+
+        return await self._run(plan, records, once)
 
     def ordered(self, plan: Plan) -> Sequence[Attempt]:
         """The plan's attempts, connections of a weighted model drawn by weight."""

@@ -27,7 +27,7 @@ from sluice.metering.charges import hold_amount
 from sluice.metering.tokens import estimate_prompt_tokens
 from sluice.providers.base import ChunkBatch, StreamTranslator
 from sluice.routing.plan import Attempt, Plan
-from sluice.routing.router import OpenedStream, scrub_secrets
+from sluice.routing.router import Completed, OpenedStream, scrub_secrets
 from sluice.server.exchange import ClientGoneError
 from sluice.server.keepalive import KeepAlive
 from sluice.server.outcome import Outcome
@@ -247,10 +247,11 @@ async def _drain(outcome: Outcome, resp: UpstreamResponse, translator: StreamTra
 
 
 async def _complete(gw: Gateway, call: Call, outcome: Outcome, plan: Plan, output: RuleSet) -> None:
-    done = await gw.router.complete(outcome.req, plan, call.attempts)
-    outcome.attempt, outcome.completion = done.attempt, done.result
-    outcome.completed = True
-    outcome.rate = gw.rate(done.attempt, outcome.prices)
+    if any(a.target.connection.on_disconnect == "drain" for a in plan.attempts):
+        done = await _complete_drainable(gw, call, outcome, plan)
+    else:
+        done = await gw.router.complete(outcome.req, plan, call.attempts)
+    _completed(gw, outcome, done)
     outcome.first_token = gw.clock() - call.started
     choices = done.result.choices
     if output:  # a block raises here, before anything is sent; the tokens are charged
@@ -269,3 +270,33 @@ async def _complete(gw: Gateway, call: Call, outcome: Outcome, plan: Plan, outpu
         body.credits_used = credits
     outcome.sent = True
     await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(body))
+
+
+def _completed(gw: Gateway, outcome: Outcome, done: Completed) -> None:
+    outcome.attempt, outcome.completion = done.attempt, done.result
+    outcome.completed = True
+    outcome.rate = gw.rate(done.attempt, outcome.prices)
+
+
+async def _complete_drainable(gw: Gateway, call: Call, outcome: Outcome, plan: Plan) -> Completed:
+    """The upstream call in a task of its own: if the client leaves while an attempt on
+    a ``drain`` connection runs, the answer is still awaited, and charged (SPEC §5)."""
+    in_flight: list[Attempt] = []
+    task = asyncio.ensure_future(gw.router.complete(outcome.req, plan, call.attempts, in_flight))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if in_flight and in_flight[-1].target.connection.on_disconnect == "drain":
+            gw.drain(call, _drain_completion(gw, outcome, task))
+        else:
+            task.cancel()
+        raise
+
+
+async def _drain_completion(gw: Gateway, outcome: Outcome, task: asyncio.Future[Completed]) -> None:
+    try:
+        done = await task
+    except ApiError as exc:
+        outcome.error = exc  # the router scrubbed it
+        return
+    _completed(gw, outcome, done)

@@ -4,6 +4,7 @@ unsent, and the provider's own usage is charged (SPEC §5)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,9 @@ from sluice.metering.pricing import Price, cost_pico
 from sluice.metering.tokens import TokenUsage
 from sluice.server.lifecycle import RunningGateway
 from sluice.storage.factory import open_store
+from sluice.storage.sqlite import SqliteStore
 from tests.support.accounts import metered_key
-from tests.support.fake_openai import DONE, chunk
+from tests.support.fake_openai import DONE, chunk, completion
 from tests.support.fake_upstream import FakeUpstream, Pause, Reply, Step
 from tests.support.gateway import openai_connection_toml, running_gateway
 from tests.support.raw_http import RawClient, post
@@ -138,3 +140,54 @@ async def test_shutdown_cuts_a_drain_short_and_still_settles_it(
     assert row.completion_tokens >= 10 * 8 // 4 and row.usage_estimated
     assert account is not None and account.held == 0 and account.open_holds == 0
     assert account.balance < 1 * USD and mismatches == []
+
+
+async def leave_while_waiting(gw: RunningGateway, fake: FakeUpstream, key: str) -> str:
+    """Send a non-streamed request, hang up once the upstream has it; its request id."""
+    client = await RawClient.connect(gw.host, gw.port)
+    await client.send(post("/v1/chat/completions", NON_STREAM, key))
+    async with asyncio.timeout(5):
+        while not fake.requests:
+            await asyncio.sleep(0.01)
+    await client.close()
+    store = gw.gateway.store
+    assert isinstance(store, SqliteStore)
+    row = await store.one("SELECT request_id FROM holds")  # the hold came before the call
+    assert row is not None
+    return str(row[0])
+
+
+NON_STREAM = json.dumps({**json.loads(BODY), "stream": False}).encode()
+
+
+async def test_a_non_streamed_answer_is_awaited_and_charged_after_the_client_left(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    answer = completion("a long answer", usage=USAGE)
+    fake.queue(dataclasses.replace(Reply.json(answer), delay=0.5))
+    async with running_gateway(tmp_path, drain_toml(fake.base_url)) as gw:
+        key = await metered_key(gw.gateway.store, "team", 1 * USD)
+        request_id = await leave_while_waiting(gw, fake, key)
+        row = await logged(gw, request_id, await account_id(gw, "team"))
+        account = await gw.gateway.store.get_account("team")
+    assert fake.hangups == []
+    assert row["status"] == "cancelled" and row["disconnect"] == "drain"
+    assert (row["completion_tokens"], row["usage_estimated"]) == (500, False)
+    charged = nano_from_pico(
+        cost_pico(TokenUsage(prompt_tokens=1000, completion_tokens=500), PRICE)
+    )
+    assert account is not None and (account.balance, account.held) == (1 * USD - charged, 0)
+
+
+async def test_without_drain_a_non_streamed_call_is_closed_and_costs_nothing(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    fake.queue(dataclasses.replace(Reply.json(completion("x", usage=USAGE)), delay=2))
+    async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
+        key = await metered_key(gw.gateway.store, "team", 1 * USD)
+        request_id = await leave_while_waiting(gw, fake, key)
+        await asyncio.wait_for(fake.hung_up.wait(), 2)  # the upstream call was closed
+        row = await logged(gw, request_id, await account_id(gw, "team"))
+        account = await gw.gateway.store.get_account("team")
+    assert row["status"] == "cancelled" and row["disconnect"] == "cancel"
+    assert account is not None and (account.balance, account.held) == (1 * USD, 0)
