@@ -53,6 +53,17 @@ class OpenedStream(msgspec.Struct):
     ended: bool
 
 
+class InFlight:
+    """A call watched from outside: the attempt running now; ``stopped`` (its client
+    left) ends the failover after that attempt."""
+
+    __slots__ = ("attempt", "stopped")
+
+    def __init__(self) -> None:
+        self.attempt: Attempt | None = None
+        self.stopped = False
+
+
 class Completed(msgspec.Struct):
     attempt: Attempt
     result: ParsedCompletion
@@ -119,16 +130,9 @@ class Router:
         req: ChatRequest,
         plan: Plan,
         records: list[AttemptRecord],
-        in_flight: list[Attempt] | None = None,
+        in_flight: InFlight | None = None,
     ) -> Completed:
-        """``in_flight``: each attempt is appended as it starts (the last one is running)."""
-
-        def once(attempt: Attempt) -> Awaitable[Completed]:
-            if in_flight is not None:
-                in_flight.append(attempt)
-            return self._complete(req, attempt)
-
-        return await self._run(plan, records, once)
+        return await self._run(plan, records, lambda a: self._complete(req, a), in_flight)
 
     def ordered(self, plan: Plan) -> Sequence[Attempt]:
         """The plan's attempts, connections of a weighted model drawn by weight."""
@@ -144,17 +148,25 @@ class Router:
         return out
 
     async def _run(
-        self, plan: Plan, records: list[AttemptRecord], once: Callable[[Attempt], Awaitable[_T]]
+        self,
+        plan: Plan,
+        records: list[AttemptRecord],
+        once: Callable[[Attempt], Awaitable[_T]],
+        in_flight: InFlight | None = None,
     ) -> _T:
         last: ApiError | None = None
         skipped: list[Attempt] = []
         for attempt in self.ordered(plan):
+            if in_flight is not None and in_flight.stopped and last is not None:
+                raise last
             key = attempt.target.connection.id
             started = self._clock()
             if not self.breaker.allow(key, started):
                 skipped.append(attempt)
                 records.append(self._record(attempt, started, None, outcome="skipped"))
                 continue
+            if in_flight is not None:
+                in_flight.attempt = attempt
             try:
                 result = await once(attempt)
             except ApiError as exc:

@@ -169,6 +169,7 @@ class Gateway:
         )
         self._background: set[asyncio.Task[None]] = set()
         self._drains: set[asyncio.Task[None]] = set()
+        self._may_drain = True
         self.writer = WriteBehind(
             store, wall_clock, reclaim_every=settings.metering.reclaim_interval
         )
@@ -199,10 +200,15 @@ class Gateway:
         await self.transport.start()
         self.writer.start()
 
+    def stop_draining(self) -> None:
+        """Shutting down: a client leaving from now on cancels its upstream call."""
+        self._may_drain = False
+
     async def close(self) -> None:
-        for task in self._drains:  # settled with what they read so far
-            task.cancel()
-        if self._drains:
+        self._may_drain = False
+        while self._drains:  # settled with what they read so far
+            for task in self._drains:
+                task.cancel()
             await asyncio.wait(self._drains)
         await self.transport.close()
         await self.guardrails.close()
@@ -291,9 +297,13 @@ class Gateway:
                     "".join(f" {a.position}:{a.connection}:{a.outcome}" for a in call.attempts),
                 )
 
+    @property
+    def may_drain(self) -> bool:
+        return self._may_drain
+
     def drain(self, call: Call, draining: Coroutine[Any, Any, None]) -> None:
-        """Read on after the client left (``on_disconnect = "drain"``): the call is
-        settled and logged when ``draining`` ends, not when its handler does."""
+        """Read on after the client left (``on_disconnect = "drain"``; only while
+        :attr:`may_drain`): the call is settled and logged when ``draining`` ends."""
         call.disconnect = "drain"
         task = asyncio.get_running_loop().create_task(self._drained(call, draining))
         self._drains.add(task)

@@ -27,7 +27,7 @@ from sluice.metering.charges import hold_amount
 from sluice.metering.tokens import estimate_prompt_tokens
 from sluice.providers.base import ChunkBatch, StreamTranslator
 from sluice.routing.plan import Attempt, Plan
-from sluice.routing.router import Completed, OpenedStream, scrub_secrets
+from sluice.routing.router import Completed, InFlight, OpenedStream, scrub_secrets
 from sluice.server.exchange import ClientGoneError
 from sluice.server.keepalive import KeepAlive
 from sluice.server.outcome import Outcome
@@ -176,7 +176,8 @@ def _ending(outcome: Outcome, encoder: ChunkEncoder) -> bytes:
 
 def _client_left(gw: Gateway, call: Call, outcome: Outcome, opened: OpenedStream) -> None:
     """Mid-stream disconnect: close the upstream call, or read it on unsent (``drain``)."""
-    if opened.attempt.target.connection.on_disconnect == "drain" and not opened.ended:
+    drain = opened.attempt.target.connection.on_disconnect == "drain"
+    if drain and not opened.ended and gw.may_drain:
         gw.drain(call, _drain(outcome, opened.response, opened.translator))
     else:
         opened.response.close()
@@ -281,16 +282,26 @@ def _completed(gw: Gateway, outcome: Outcome, done: Completed) -> None:
 async def _complete_drainable(gw: Gateway, call: Call, outcome: Outcome, plan: Plan) -> Completed:
     """The upstream call in a task of its own: if the client leaves while an attempt on
     a ``drain`` connection runs, the answer is still awaited, and charged (SPEC §5)."""
-    in_flight: list[Attempt] = []
+    in_flight = InFlight()
     task = asyncio.ensure_future(gw.router.complete(outcome.req, plan, call.attempts, in_flight))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        if in_flight and in_flight[-1].target.connection.on_disconnect == "drain":
-            gw.drain(call, _drain_completion(gw, outcome, task))
-        else:
-            task.cancel()
+        running = in_flight.attempt
+        if running is not None and running.target.connection.on_disconnect == "drain":
+            in_flight.stopped = True  # that attempt finishes; no failover after it
+            if gw.may_drain:
+                gw.drain(call, _drain_completion(gw, outcome, task))
+                raise
+        task.cancel()
+        task.add_done_callback(_retrieve)
         raise
+
+
+def _retrieve(task: asyncio.Future[Completed]) -> None:
+    """Nobody waits for a task cancelled after its client left: mark its error seen."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def _drain_completion(gw: Gateway, outcome: Outcome, task: asyncio.Future[Completed]) -> None:

@@ -66,6 +66,7 @@ async def start_gateway(
 
 
 async def stop_gateway(running: RunningGateway, grace: float = 5.0) -> None:
+    running.gateway.stop_draining()  # requests cut by the stop are not the client leaving
     await running.listener.stop(grace)
     await running.gateway.close()
     await running.gateway.store.close()

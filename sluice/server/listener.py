@@ -28,9 +28,12 @@ class Listener:
         busy = [c.task for c in self._live if c.task is not None]
         if busy:
             await asyncio.wait(busy, timeout=grace)
+        cut = [c.task for c in self._live if c.task is not None]
         for conn in list(self._live):
-            conn.abort()
-        await asyncio.sleep(0)  # let connection_lost callbacks run
+            conn.abort()  # its connection_lost cancels its request
+        if cut:  # their handlers settle (or hand off) before the gateway closes
+            await asyncio.wait(cut, timeout=grace)
+        await asyncio.sleep(0)  # let the remaining connection_lost callbacks run
 
 
 async def listen(

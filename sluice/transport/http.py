@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Iterator, Mapping
+from types import SimpleNamespace
 from typing import Any, Protocol
 
 import aiohttp
 from yarl import URL
 
 from sluice.config import Timeouts
-from sluice.errors import ApiError, RequestTimeoutError, UpstreamError
+from sluice.errors import ApiError, RequestTimeoutError, ServiceUnavailableError, UpstreamError
 from sluice.providers.base import UpstreamRequest
 from sluice.transport.aws_sigv4 import AwsSigner
 from sluice.transport.guarded_resolver import guarded_connector
@@ -224,6 +225,7 @@ class HttpTransport:
     def _new_session(self, connector: aiohttp.TCPConnector) -> aiohttp.ClientSession:
         return aiohttp.ClientSession(
             connector=connector,
+            trace_configs=[_reuse_tracer()],
             headers={"user-agent": self._user_agent},
             skip_auto_headers=("content-type",),
             timeout=aiohttp.ClientTimeout(total=None),
@@ -259,6 +261,7 @@ class HttpTransport:
             headers = await self._signer.sign(req, req.aws_sigv4)
         # first event and stall are enforced by the router and the response watchdog
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect)
+        sent = _Sent()
         send = functools.partial(
             session.request,
             req.method,
@@ -267,21 +270,45 @@ class HttpTransport:
             headers=headers,
             timeout=timeout,
             allow_redirects=False,
+            trace_request_ctx=sent,
         )
         try:
             try:
                 resp = await send()
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-                if not _dropped_before_answering(exc):
+                # a pooled connection the upstream closed as we reused it (it timed it
+                # out): the request never reached it (RFC 9112 §9.3.1), so once more
+                if not sent.reused or isinstance(exc, aiohttp.ClientConnectorError):
                     raise
-                resp = await send()  # once more, on another connection
+                resp = await send()
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise map_client_error(exc, connecting=True) from None
+        except RuntimeError:  # aiohttp: "Session is closed"
+            if not session.closed:
+                raise
+            raise ServiceUnavailableError(
+                "The gateway is shutting down.", code="shutting_down"
+            ) from None
         return HttpResponse(resp)
 
 
-def _dropped_before_answering(exc: BaseException) -> bool:
-    """The upstream closed a connection we had sent on, without a response head: most
-    often a pooled keep-alive connection it had just timed out (RFC 9112 §9.3.1).
-    Worth one more try on a new connection; a failure to connect is not."""
-    return not isinstance(exc, aiohttp.ClientConnectorError)
+class _Sent:
+    """Per request, for the trace hook: did it go out on a pooled connection?"""
+
+    __slots__ = ("reused",)
+
+    def __init__(self) -> None:
+        self.reused = False
+
+
+async def _on_reuse(
+    session: aiohttp.ClientSession, context: SimpleNamespace, params: object
+) -> None:
+    context.trace_request_ctx.reused = True
+
+
+def _reuse_tracer() -> aiohttp.TraceConfig:
+    tracer = aiohttp.TraceConfig()
+    tracer.on_connection_reuseconn.append(_on_reuse)
+    tracer.freeze()
+    return tracer

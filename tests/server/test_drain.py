@@ -191,3 +191,100 @@ async def test_without_drain_a_non_streamed_call_is_closed_and_costs_nothing(
         account = await gw.gateway.store.get_account("team")
     assert row["status"] == "cancelled" and row["disconnect"] == "cancel"
     assert account is not None and (account.balance, account.held) == (1 * USD, 0)
+
+
+async def test_a_stream_cut_by_shutdown_is_settled_not_drained(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    """The gateway stopping is not the client leaving: the call is closed and settled."""
+    fake.queue(Reply.stream(*long_answer(3, tail=[Pause(30)])))
+    config = drain_toml(fake.base_url)
+    async with running_gateway(tmp_path, config, stop_grace=0.2) as gw:
+        key = await metered_key(gw.gateway.store, "team", 1 * USD)
+        client = await RawClient.connect(gw.host, gw.port)
+        await client.send(post("/v1/chat/completions", BODY, key))
+        await client.read_head()
+        await client.read_chunk()
+        team = await account_id(gw, "team")
+        storage_url = gw.gateway.settings.storage_url
+    await client.close()
+    store = await open_store(storage_url)
+    try:
+        account = await store.get_account("team")
+        request_rows = await store.reconcile()
+        row = await store.get_request(await only_request_id(store), team)
+    finally:
+        await store.close()
+    assert account is not None and (account.held, account.open_holds) == (0, 0)
+    assert request_rows == []
+    assert row is not None and row.status == "cancelled" and row.disconnect == "cancel"
+    await asyncio.wait_for(fake.hung_up.wait(), 2)
+
+
+async def only_request_id(store: object) -> str:
+    assert isinstance(store, SqliteStore)
+    row = await store.one("SELECT request_id FROM holds")
+    assert row is not None
+    return str(row[0])
+
+
+def two_connection_route(drained: str, other: str) -> str:
+    return f"""
+[[connections]]
+id = "conn_a"
+provider = "openai-compatible"
+base_url = "{drained}"
+api_key_env = "FAKE_UPSTREAM_KEY"
+on_disconnect = "drain"
+
+[[connections]]
+id = "conn_b"
+provider = "openai-compatible"
+base_url = "{other}"
+api_key_env = "FAKE_UPSTREAM_KEY"
+
+[[models]]
+id = "test/a"
+providers = {{ conn_a = "model-a" }}
+price = {{ input = 2.0, output = 8.0 }}
+
+[[models]]
+id = "test/b"
+providers = {{ conn_b = "model-b" }}
+price = {{ input = 2.0, output = 8.0 }}
+
+[[routes]]
+name = "bot"
+chain = [ {{ model = "test/a" }}, {{ model = "test/b" }} ]
+"""
+
+
+async def test_a_drained_call_that_fails_does_not_fail_over_for_nobody(tmp_path: Path) -> None:
+    drained, other = FakeUpstream(), FakeUpstream()
+    await drained.start()
+    await other.start()
+    try:
+        error = Reply.json({"error": {"message": "overloaded"}}, status=503)
+        drained.queue(dataclasses.replace(error, delay=0.5))
+        other.queue(Reply.json(completion("an answer nobody reads", usage=USAGE)))
+        body = json.dumps(
+            {"model": "bot", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
+        ).encode()
+        config = two_connection_route(drained.base_url, other.base_url)
+        async with running_gateway(tmp_path, config) as gw:
+            key = await metered_key(gw.gateway.store, "team", 1 * USD)
+            client = await RawClient.connect(gw.host, gw.port)
+            await client.send(post("/v1/chat/completions", body, key))
+            async with asyncio.timeout(5):
+                while not drained.requests:
+                    await asyncio.sleep(0.01)
+            await client.close()
+            request_id = await only_request_id(gw.gateway.store)
+            row = await logged(gw, request_id, await account_id(gw, "team"))
+            account = await gw.gateway.store.get_account("team")
+    finally:
+        await drained.close()
+        await other.close()
+    assert other.requests == []
+    assert row["disconnect"] == "drain" and row["error_type"] == "service_unavailable"
+    assert account is not None and (account.balance, account.held) == (1 * USD, 0)

@@ -50,6 +50,7 @@ async def running_gateway(
     *,
     env: dict[str, str] | None = None,
     deterministic: bool = False,
+    stop_grace: float = 5.0,
 ) -> AsyncIterator[RunningGateway]:
     file = parse_config("[server]\nport = 0\n" + config if "[server]" not in config else config)
     environment = {"FAKE_UPSTREAM_KEY": UPSTREAM_KEY, **(env or {})}
@@ -63,4 +64,4 @@ async def running_gateway(
     try:
         yield running
     finally:
-        await stop_gateway(running)
+        await stop_gateway(running, grace=stop_grace)

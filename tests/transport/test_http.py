@@ -81,17 +81,30 @@ async def test_a_pooled_connection_the_upstream_dropped_is_tried_once_more(
     assert (server.connections, server.requests) == (2, 3)
 
 
-async def test_an_upstream_that_always_drops_fails_after_the_second_try(
+async def test_a_second_drop_is_an_error_not_a_third_try(transport: HttpTransport) -> None:
+    server = Server(answers=[1, 0, 0])
+    listening = await asyncio.start_server(server.serve, "127.0.0.1", 0)
+    port = listening.sockets[0].getsockname()[1]
+    async with listening:
+        assert await call(transport, port) == 200
+        with pytest.raises(UpstreamError) as caught:
+            await call(transport, port)
+    assert caught.value.code == "upstream_disconnected"
+    assert server.requests == 3  # one answered, then the pooled try and one more
+
+
+async def test_a_new_connection_dropped_after_the_request_is_not_resent(
     transport: HttpTransport,
 ) -> None:
-    server = Server(answers=[0, 0, 0])
+    """The upstream read the whole request on a fresh connection: it may have acted on it."""
+    server = Server(answers=[0, 0])
     listening = await asyncio.start_server(server.serve, "127.0.0.1", 0)
     port = listening.sockets[0].getsockname()[1]
     async with listening:
         with pytest.raises(UpstreamError) as caught:
             await call(transport, port)
     assert caught.value.code == "upstream_disconnected"
-    assert server.requests == 2  # tried twice, never more
+    assert server.requests == 1
 
 
 async def test_a_refused_connection_is_not_retried(transport: HttpTransport) -> None:
