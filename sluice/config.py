@@ -47,9 +47,9 @@ class Secret:
 class Timeouts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Seconds. ``stall``: longest silence between upstream events (SPEC §3)."""
 
-    connect: float = 10.0
-    first_event: float = 60.0
-    stall: float = 120.0
+    connect: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    first_event: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    stall: Annotated[float, msgspec.Meta(gt=0)] = 120.0
 
 
 class PriceConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -103,12 +103,12 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     dev_key: bool = True
     demo: bool = True
     env_connections: bool = True
-    max_body_bytes: int = 16 * 1024 * 1024
-    max_header_bytes: int = 64 * 1024
-    header_timeout: float = 10.0
-    body_timeout: float = 60.0
-    keepalive_timeout: float = 75.0
-    client_write_timeout: float = 300.0
+    max_body_bytes: Annotated[int, msgspec.Meta(gt=0)] = 16 * 1024 * 1024
+    max_header_bytes: Annotated[int, msgspec.Meta(gt=0)] = 64 * 1024
+    header_timeout: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    body_timeout: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    keepalive_timeout: Annotated[float, msgspec.Meta(gt=0)] = 75.0
+    client_write_timeout: Annotated[float, msgspec.Meta(gt=0)] = 300.0
     """Seconds a client may leave a response unread (its socket full) before it is cut."""
     admin_key_env: str = "SLUICE_ADMIN_KEY"
     """Variable holding the admin API's bearer key; the admin API is off without it."""

@@ -94,6 +94,17 @@ on_disconnect = "drain"
         ("[server]\nprot = 1\n", {}, "unknown field `prot`"),
         ('[server]\nport = "x"\n', {}, "Expected `int`, got `str` - at `$.server.port`"),
         ("[[connections]]\nid = \n", {}, "Invalid"),
+        (
+            "[server]\nclient_write_timeout = 0\n",
+            {},
+            "Expected `float` > 0.0 - at `$.server.client_write_timeout`",
+        ),
+        (
+            '[[connections]]\nid = "a"\nprovider = "openai-compatible"\nbase_url = "http://x"\n'
+            "timeouts = { stall = -1 }\n",
+            {},
+            "at `$.connections[0].timeouts.stall`",
+        ),
     ],
     ids=[
         "unknown-kind",
@@ -104,6 +115,8 @@ on_disconnect = "drain"
         "typo",
         "wrong-type",
         "bad-toml",
+        "zero-timeout",
+        "negative-stall",
     ],
 )
 def test_bad_configs_fail_loudly(toml: str, env: dict[str, str], message: str) -> None:
