@@ -40,6 +40,7 @@ from sluice.transport.address_policy import (
     check_url,
     denied,
 )
+from sluice.transport.pool import PoolConnector
 
 Resolve = Callable[[str, int], Awaitable[Sequence[str]]]
 """``(host, port) -> IP address strings``; raises ``OSError`` when the name is unknown."""
@@ -114,13 +115,13 @@ def guarded_socket_factory(*, allow_private: bool = False) -> SocketFactory:
 
 def guarded_connector(
     *, allow_private: bool = False, resolver: AbstractResolver | None = None, **options: Any
-) -> aiohttp.TCPConnector:
+) -> PoolConnector:
     """A connector for account-owned upstreams only (it must not share a pool with the
     operator's own upstreams, which may be private). ``resolver`` (default: the system
     resolver in a thread) stays the caller's to close; ``options`` go to
     :class:`aiohttp.TCPConnector`. Call it inside a running event loop."""
     inner = resolver if resolver is not None else aiohttp.ThreadedResolver()
-    return aiohttp.TCPConnector(
+    return PoolConnector(
         resolver=GuardedResolver(inner, allow_private=allow_private),
         socket_factory=guarded_socket_factory(allow_private=allow_private),
         **options,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Iterator, Mapping
-from types import SimpleNamespace
 from typing import Any, Protocol
 
 import aiohttp
@@ -22,6 +21,7 @@ from sluice.errors import ApiError, RequestTimeoutError, ServiceUnavailableError
 from sluice.providers.base import UpstreamRequest
 from sluice.transport.aws_sigv4 import AwsSigner
 from sluice.transport.guarded_resolver import guarded_connector
+from sluice.transport.pool import PoolConnector
 
 _READ_SIZE = 64 * 1024
 
@@ -222,10 +222,9 @@ class HttpTransport:
         self._guarded: aiohttp.ClientSession | None = None
         self._signer: AwsSigner | None = None
 
-    def _new_session(self, connector: aiohttp.TCPConnector) -> aiohttp.ClientSession:
+    def _new_session(self, connector: PoolConnector) -> aiohttp.ClientSession:
         return aiohttp.ClientSession(
             connector=connector,
-            trace_configs=[_reuse_tracer()],
             headers={"user-agent": self._user_agent},
             skip_auto_headers=("content-type",),
             timeout=aiohttp.ClientTimeout(total=None),
@@ -233,7 +232,7 @@ class HttpTransport:
 
     async def start(self) -> None:
         options: dict[str, Any] = {"limit": 0, "ttl_dns_cache": 300, "keepalive_timeout": 30}
-        self._session = self._new_session(aiohttp.TCPConnector(**options))
+        self._session = self._new_session(PoolConnector(**options))
         # accounts' own upstreams: checked addresses, and never the operator's pool
         self._guarded = self._new_session(
             guarded_connector(allow_private=self._allow_private, **options)
@@ -261,7 +260,9 @@ class HttpTransport:
             headers = await self._signer.sign(req, req.aws_sigv4)
         # first event and stall are enforced by the router and the response watchdog
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect)
-        sent = _Sent()
+        connector = session.connector
+        assert isinstance(connector, PoolConnector)
+        connector.reused.set(False)
         send = functools.partial(
             session.request,
             req.method,
@@ -270,7 +271,6 @@ class HttpTransport:
             headers=headers,
             timeout=timeout,
             allow_redirects=False,
-            trace_request_ctx=sent,
         )
         try:
             try:
@@ -278,7 +278,7 @@ class HttpTransport:
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                 # a pooled connection the upstream closed as we reused it (it timed it
                 # out): the request never reached it (RFC 9112 §9.3.1), so once more
-                if not sent.reused or isinstance(exc, aiohttp.ClientConnectorError):
+                if not connector.reused.get() or isinstance(exc, aiohttp.ClientConnectorError):
                     raise
                 resp = await send()
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
@@ -290,25 +290,3 @@ class HttpTransport:
                 "The gateway is shutting down.", code="shutting_down"
             ) from None
         return HttpResponse(resp)
-
-
-class _Sent:
-    """Per request, for the trace hook: did it go out on a pooled connection?"""
-
-    __slots__ = ("reused",)
-
-    def __init__(self) -> None:
-        self.reused = False
-
-
-async def _on_reuse(
-    session: aiohttp.ClientSession, context: SimpleNamespace, params: object
-) -> None:
-    context.trace_request_ctx.reused = True
-
-
-def _reuse_tracer() -> aiohttp.TraceConfig:
-    tracer = aiohttp.TraceConfig()
-    tracer.on_connection_reuseconn.append(_on_reuse)
-    tracer.freeze()
-    return tracer
