@@ -10,7 +10,7 @@ IdFactory = Callable[[str], str]
 """``prefix -> unique id``; injected so pure code stays deterministic under test."""
 
 _ALPHABET: Final = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-ID_DIGITS: Final = 22  # 22 base62 digits hold 128 bits
+ID_DIGITS: Final = 22
 
 
 def base62(data: bytes, length: int) -> str:
@@ -23,6 +23,12 @@ def base62(data: bytes, length: int) -> str:
     return "".join(reversed(digits))
 
 
+_BYTE_TO_DIGIT: Final = bytes(ord(_ALPHABET[b % 62]) for b in range(256))
+"""One base62 digit per random byte: nearly uniform (8 of 62 digits 5/4 as likely),
+about 5.95 bits each, 130 bits for 22; one C call where a 128-bit base conversion
+took 22 Python divisions (this runs for every request)."""
+
+
 def random_id(prefix: str) -> str:
     """An :data:`IdFactory` backed by the OS's randomness."""
-    return f"{prefix}_{base62(os.urandom(16), ID_DIGITS)}"
+    return prefix + "_" + os.urandom(ID_DIGITS).translate(_BYTE_TO_DIGIT).decode("ascii")
