@@ -288,3 +288,20 @@ async def test_a_drained_call_that_fails_does_not_fail_over_for_nobody(tmp_path:
     assert other.requests == []
     assert row["disconnect"] == "drain" and row["error_type"] == "service_unavailable"
     assert account is not None and (account.balance, account.held) == (1 * USD, 0)
+
+
+async def test_a_drain_ends_before_its_hold_would_expire(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    """An expired hold is reclaimed and charges nothing: the drain settles first."""
+    fake.queue(Reply.stream(*long_answer(1000, tail=[])))  # ten seconds of answer
+    config = "[metering]\nhold_ttl = 1\n" + drain_toml(fake.base_url)
+    async with running_gateway(tmp_path, config) as gw:
+        key = await metered_key(gw.gateway.store, "team", 1 * USD)
+        request_id = await leave_after(gw, key, 2)
+        row = await logged(gw, request_id, await account_id(gw, "team"))
+        account = await gw.gateway.store.get_account("team")
+    assert row["status"] == "cancelled" and row["disconnect"] == "drain"
+    assert row["duration_ms"] < 1000
+    assert account is not None and account.balance < 1 * USD
+    assert (account.held, account.open_holds) == (0, 0)
