@@ -27,9 +27,9 @@ from sluice.config import (
 )
 from sluice.errors import ConfigError
 from sluice.guardrails.config import GuardrailConfig
-from sluice.metering.pricing import Price
+from sluice.metering.pricing import prices_from_config
 from sluice.providers.base import ConnectionSettings
-from sluice.providers.registry import PROVIDERS, ProviderSpec, provider_spec
+from sluice.providers.registry import PROVIDERS, ProviderSpec, provider_spec, upstream_base_url
 
 HOME_ENV = "SLUICE_HOME"
 DEFAULT_HOME = ".sluice"
@@ -57,18 +57,14 @@ def resolve_home(explicit: str | None, env: Mapping[str, str]) -> Path:
 
 def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSettings:
     spec = provider_spec(conf.provider)
-    base_url = conf.base_url or spec.default_base_url
-    if not base_url:
-        raise ConfigError(f"connection {conf.id!r}: base_url is required for {spec.kind}")
     region = conf.region
-    if spec.needs_region or "{region}" in base_url:
+    if spec.needs_region or "{region}" in (conf.base_url or spec.default_base_url or ""):
         region = region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
-    if "{region}" in base_url:
-        if not region:
-            raise ConfigError(
-                f"connection {conf.id!r}: set `region` (or AWS_REGION) for {spec.kind}"
-            )
-        base_url = base_url.format(region=region)
+    try:
+        base_url = upstream_base_url(spec, conf.base_url, region)
+    except ValueError as exc:
+        hint = " (set `region` or AWS_REGION)" if "region" in str(exc) else ""
+        raise ConfigError(f"connection {conf.id!r}: {exc}{hint}") from None
     if not spec.local and not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"connection {conf.id!r}: base_url must be an http(s) URL")
     key_var = conf.api_key_env or (spec.env_key if spec.needs_key else None)
@@ -92,10 +88,7 @@ def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSet
         timeouts=conf.timeouts,
         on_disconnect=conf.on_disconnect,
         weight=conf.weight,
-        prices={
-            model: Price.per_million(p.input, p.output, p.cache_read, p.cache_write)
-            for model, p in conf.prices.items()
-        },
+        prices=prices_from_config(conf.prices),
         options=dict(conf.options),
     )
 

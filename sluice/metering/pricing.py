@@ -8,10 +8,12 @@ input rate when a model does not list them), the rest of the prompt at the input
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 
 import msgspec
 
+from sluice.config import PriceConfig
 from sluice.metering.tokens import TokenUsage
 from sluice.wire.chunks import CompletionTokensDetails, PriceSource, PromptTokensDetails, Usage
 
@@ -46,6 +48,15 @@ class Price(msgspec.Struct, frozen=True):
             cache_read=pico_per_token(input if cache_read is None else cache_read),
             cache_write=pico_per_token(input if cache_write is None else cache_write),
         )
+
+    @classmethod
+    def from_config(cls, conf: PriceConfig) -> Price:
+        return cls.per_million(conf.input, conf.output, conf.cache_read, conf.cache_write)
+
+
+def prices_from_config(confs: Mapping[str, PriceConfig]) -> dict[str, Price]:
+    """Configured prices (USD per million tokens) by model id, as :class:`Price` s."""
+    return {model: Price.from_config(conf) for model, conf in confs.items()}
 
 
 def cost_pico(usage: TokenUsage, price: Price) -> int:

@@ -92,3 +92,17 @@ class AdapterRegistry:
         if adapter is None:
             adapter = self._adapters[kind] = provider_spec(kind).make(kind, self._new_id)
         return adapter
+
+
+def upstream_base_url(spec: ProviderSpec, base_url: str | None, region: str | None) -> str:
+    """A connection's base URL: its own or the provider's default, ``{region}`` filled
+    in. ``ValueError`` says what is missing (settings, the admin API and accounts'
+    connections all resolve it here)."""
+    url = base_url or spec.default_base_url
+    if not url:
+        raise ValueError(f"base_url is required for {spec.kind}")
+    if "{region}" in url:
+        if not region:
+            raise ValueError(f"a region is required for {spec.kind}")
+        url = url.format(region=region)
+    return url

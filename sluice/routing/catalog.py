@@ -41,9 +41,7 @@ def _entry(model: ModelConfig) -> CatalogModel:
         id=model.id,
         providers=dict(model.providers),
         listed_price=price,
-        price=None
-        if price is None
-        else Price.per_million(price.input, price.output, price.cache_read, price.cache_write),
+        price=None if price is None else Price.from_config(price),
         fallbacks=tuple(model.fallbacks),
         max_output_tokens=model.max_output_tokens,
         owned_by=model.owned_by or model.id.partition("/")[0] or "sluice",

@@ -27,7 +27,7 @@ from sluice.errors import (
     NotFoundError,
 )
 from sluice.ids import random_id
-from sluice.providers.registry import ProviderSpec, provider_spec
+from sluice.providers.registry import ProviderSpec, provider_spec, upstream_base_url
 from sluice.server.responses import JSON
 from sluice.storage.base import NANO_PER_USD, Account, StoredConnection
 from sluice.wire.errors import invalid_body_error
@@ -264,10 +264,12 @@ async def _put_connection(
         raise InvalidRequestError(
             "That provider cannot be an account's connection.", param="provider"
         )
-    base_url = new.base_url or kind.default_base_url
-    if not base_url:
-        raise InvalidRequestError("This provider needs a base_url.", param="base_url")
-    await gw.check_upstream_url(base_url.replace("{region}", new.region or "us-east-1"))
+    try:
+        base_url = upstream_base_url(kind, new.base_url, new.region)
+    except ValueError as exc:
+        param = "region" if "region" in str(exc) else "base_url"
+        raise InvalidRequestError(f"This connection's {exc}.", param=param) from None
+    await gw.check_upstream_url(base_url)
     if new.api_key is not None and gw.vault is None:
         raise InvalidRequestError(
             "The gateway has no secret key to encrypt provider keys with.", param="api_key"

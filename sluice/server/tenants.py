@@ -12,9 +12,9 @@ import msgspec
 
 from sluice.accounts.vault import Vault
 from sluice.config import RouteConfig
-from sluice.metering.pricing import Price
+from sluice.metering.pricing import Price, prices_from_config
 from sluice.providers.base import ConnectionSettings
-from sluice.providers.registry import provider_spec
+from sluice.providers.registry import provider_spec, upstream_base_url
 from sluice.routing.catalog import Catalog
 from sluice.routing.plan import Planner
 from sluice.storage.base import Store, StoredConnection
@@ -32,20 +32,14 @@ def own_connection(
     account_id: str, spec: StoredConnection, key_enc: str | None, vault: Vault | None
 ) -> ConnectionSettings:
     kind = provider_spec(spec.provider)
-    base_url = spec.base_url or kind.default_base_url or ""
-    if "{region}" in base_url:
-        base_url = base_url.format(region=spec.region or "")
     return ConnectionSettings(
         id=spec.id,
         provider=kind.kind,
-        base_url=base_url,
+        base_url=upstream_base_url(kind, spec.base_url, spec.region),  # checked when saved
         api_key=None if key_enc is None or vault is None else vault.unseal(key_enc),
         region=spec.region,
         timeouts=spec.timeouts,
-        prices={
-            model: Price.per_million(p.input, p.output, p.cache_read, p.cache_write)
-            for model, p in spec.prices.items()
-        },
+        prices=prices_from_config(spec.prices),
         models=dict(spec.models),
         owner=account_id,
     )
@@ -86,12 +80,7 @@ class Tenants:
                 Planner(self._catalog, [*mine, *self._connections], self._routes)
                 if mine
                 else self.shared.planner,
-                MappingProxyType(
-                    {
-                        model: Price.per_million(p.input, p.output, p.cache_read, p.cache_write)
-                        for model, p in prices.items()
-                    }
-                ),
+                MappingProxyType(prices_from_config(prices)),
             )
         if len(self._views) > 10_000:
             self._views.clear()

@@ -188,10 +188,15 @@ async def test_connection_validation(tmp_path: Path) -> None:
                 {"provider": "openai", "base_url": "file:///etc/passwd", "models": {}},
             ),
             "demo": ("/admin/accounts/team/connections/conn_x", {"provider": "demo", "models": {}}),
+            "no-region": (
+                "/admin/accounts/team/connections/conn_x",
+                {"provider": "aws-bedrock", "api_key": "k", "models": {}},
+            ),
         }
         results = {name: await admin(gw, "PUT", path, doc) for name, (path, doc) in cases.items()}
     for name, resp in results.items():
         assert resp.status == 400, name
+    assert results["no-region"].json()["error"]["param"] == "region"
 
 
 async def test_a_connection_id_another_account_holds_is_refused(tmp_path: Path) -> None:
