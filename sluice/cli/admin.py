@@ -6,7 +6,7 @@ import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import TypeVar
 
@@ -16,8 +16,9 @@ from sluice.accounts.keys import key_digest, key_prefix, new_key
 from sluice.config import FileConfig, read_config_file
 from sluice.errors import ApiError, ConfigError
 from sluice.ids import random_id
+from sluice.metering.charges import NANO_PER_USD, nano_from_usd_text
 from sluice.settings import build_settings, resolve_home
-from sluice.storage.base import NANO_PER_USD, Account, Store
+from sluice.storage.base import Account, Store
 from sluice.storage.factory import open_store
 
 _T = TypeVar("_T")
@@ -35,12 +36,9 @@ home_option = click.option(
 
 def usd_to_nano(text: str) -> int:
     try:
-        amount = Decimal(text) * NANO_PER_USD
-    except InvalidOperation:
-        raise click.BadParameter(f"not an amount in USD: {text!r}") from None
-    if amount != amount.to_integral_value():
-        raise click.BadParameter("amounts have at most 9 decimals (nano-dollars)")
-    return int(amount)
+        return nano_from_usd_text(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def nano_to_usd(nano: int) -> str:

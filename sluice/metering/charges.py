@@ -14,7 +14,7 @@ nano-dollar, so an account is never charged less than the cost it was shown.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 
 import msgspec
 
@@ -58,6 +58,20 @@ def nano_from_usd(usd: float) -> int:
 
 def usd_from_nano(nano: int) -> float:
     return nano / NANO_PER_USD
+
+
+def nano_from_usd_text(text: str) -> int:
+    """An amount typed by an operator (``"25"``, ``"0.000000001"``), exactly; ``ValueError``
+    when it is not a number or is finer than a nano-dollar."""
+    try:
+        amount = Decimal(text) * NANO_PER_USD
+    except InvalidOperation:
+        amount = Decimal("NaN")
+    if not amount.is_finite():
+        raise ValueError(f"'{text}' is not an amount in USD")
+    if amount != amount.to_integral_value():
+        raise ValueError("amounts have at most 9 decimals (nano-dollars)")
+    return int(amount)
 
 
 def charge(usage: TokenUsage, rate: Rate) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hmac
 import os
 import re
-from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -27,9 +26,10 @@ from sluice.errors import (
     NotFoundError,
 )
 from sluice.ids import random_id
+from sluice.metering.charges import nano_from_usd_text, usd_from_nano
 from sluice.providers.registry import ProviderSpec, provider_spec, upstream_base_url
 from sluice.server.responses import JSON
-from sluice.storage.base import NANO_PER_USD, Account, StoredConnection
+from sluice.storage.base import Account, StoredConnection
 from sluice.wire.errors import invalid_body_error
 
 if TYPE_CHECKING:
@@ -78,12 +78,9 @@ def _decode(body: bytes, kind: type[Any]) -> Any:
 
 def _nano(amount: str | int | float, param: str) -> int:
     try:
-        value = Decimal(str(amount)) * NANO_PER_USD
-    except InvalidOperation:
-        raise InvalidRequestError(f"'{amount}' is not an amount in USD.", param=param) from None
-    if value != value.to_integral_value():
-        raise InvalidRequestError("Amounts have at most 9 decimals.", param=param)
-    return int(value)
+        return nano_from_usd_text(str(amount))
+    except ValueError as exc:
+        raise InvalidRequestError(f"{str(exc).capitalize()}.", param=param) from None
 
 
 def _account_json(account: Account) -> dict[str, object]:
@@ -91,9 +88,9 @@ def _account_json(account: Account) -> dict[str, object]:
         "id": account.id,
         "name": account.name,
         "metered": account.metered,
-        "balance": account.balance / NANO_PER_USD,
-        "held": account.held / NANO_PER_USD,
-        "available": account.available / NANO_PER_USD,
+        "balance": usd_from_nano(account.balance),
+        "held": usd_from_nano(account.held),
+        "available": usd_from_nano(account.available),
         "open_holds": account.open_holds,
     }
 

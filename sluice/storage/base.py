@@ -18,8 +18,6 @@ import msgspec
 
 from sluice.config import PriceConfig, Timeouts
 
-NANO_PER_USD = 10**9
-
 
 class Principal(msgspec.Struct, frozen=True):
     """Who is calling: the account and the key it used."""

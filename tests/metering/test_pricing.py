@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from sluice.metering.charges import nano_from_usd_text
 from sluice.metering.pricing import Price, cost_pico, priced_usage, usd
 from sluice.metering.tokens import TokenUsage, estimate_prompt_tokens, tokens_for_chars
 from sluice.server.chat import decode_chat_request
@@ -64,3 +65,17 @@ def test_estimator() -> None:
         b'"12345678"}, {"role": "user", "content": "abcd"}]}'
     )
     assert estimate_prompt_tokens(req) == 3 + (4 + 2) + (4 + 1)
+
+
+def test_operator_amounts_are_exact_nano_dollars_or_refused() -> None:
+    assert nano_from_usd_text("25") == 25 * 10**9
+    assert nano_from_usd_text("0.000000001") == 1
+    assert nano_from_usd_text("-3") == -3 * 10**9
+    for bad, why in [
+        ("1e-10", "9 decimals"),
+        ("x", "not an amount"),
+        ("inf", "not an amount"),
+        ("NaN", "not an amount"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            nano_from_usd_text(bad)
