@@ -47,7 +47,16 @@ class Chat:
         self.proc.stdin.write(line.encode() + b"\n")
         await self.proc.stdin.drain()
 
-    def interrupt(self) -> None:
+    async def interrupt(self) -> None:
+        """Ctrl-C once the chat is blocked (reading the terminal or the socket). A SIGINT
+        that lands just before the blocking read starts is only acted on when that read
+        returns: a person does not type that fast, a test does."""
+        stat = Path(f"/proc/{self.proc.pid}/stat")
+        for _ in range(500):
+            state = stat.read_text().rpartition(")")[2].split()[0]  # noqa: ASYNC240 (procfs)
+            if state == "S":  # sleeping in a syscall
+                break
+            await asyncio.sleep(0.01)
         self.proc.send_signal(signal.SIGINT)
 
 
@@ -89,7 +98,7 @@ async def test_chat_streams_stops_on_ctrl_c_and_carries_on(tmp_path: Path) -> No
         assert "Chatting with sluice/demo" in intro
         await session.say("tell me everything")
         await session.until("ai> Hello ")  # the answer is streaming
-        session.interrupt()
+        await session.interrupt()
         stopped = await session.until(PROMPT)
         assert "[stopped" in stopped
         assert "You said" not in stopped  # cut well before the end
@@ -111,10 +120,10 @@ async def test_ctrl_c_closes_the_connection_and_keeps_the_partial_answer(
         await session.until(PROMPT)
         await session.say("first")
         await session.until("Thinking")
-        session.interrupt()
+        await session.interrupt()
         await asyncio.wait_for(fake.hung_up.wait(), 5)
         assert "[stopped" in await session.until(PROMPT)
-        session.interrupt()  # at the prompt: a fresh prompt, not an exit
+        await session.interrupt()  # at the prompt: a fresh prompt, not an exit
         await session.until(PROMPT)
         await session.say("second")
         assert "ai> Hello world" in await session.until(PROMPT)
