@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from sluice.errors import ApiError, GuardrailBlockedError
-from sluice.guardrails.rule import Note, Rule, SpanRule, add_note, outcome_of
+from sluice.errors import ApiError
+from sluice.guardrails.rule import Note, Rule, SpanRule, note_match
 from sluice.guardrails.selection import RuleSet
 from sluice.guardrails.stream import StreamGuard, channel_texts
 from sluice.guardrails.webhook import run_webhooks
@@ -21,9 +21,9 @@ from sluice.wire.chunks import CompletionChoice
 def _scan(spans: Sequence[SpanRule], text: str, hits: list[Rule], notes: list[Note]) -> str:
     checked = Channel(spans).feed(text, True, hits)
     for rule in hits:
-        add_note(notes, Note(rule.name, "input", rule.action, outcome_of(rule.action)))
-        if rule.action == "block":
-            raise GuardrailBlockedError(f"The request was blocked by guardrail '{rule.name}'.")
+        failure = note_match(notes, rule, "input")
+        if failure is not None:
+            raise failure
     hits.clear()
     return checked
 

@@ -6,7 +6,7 @@ import re
 
 from sluice.errors import ConfigError
 from sluice.guardrails.config import GuardrailConfig
-from sluice.guardrails.regex import PatternRule, compile_pattern
+from sluice.guardrails.regex import PatternRule, configured_rule
 
 
 def keywords_pattern(words: list[str]) -> str:
@@ -19,11 +19,4 @@ def keywords_rule(conf: GuardrailConfig) -> PatternRule:
     words = [w for w in conf.words if w]
     if not words:
         raise ConfigError(f"guardrail {conf.name!r}: kind 'keywords' needs `words`")
-    flags = re.IGNORECASE if conf.case_insensitive else 0
-    return PatternRule(
-        conf.name,
-        conf.action,
-        compile_pattern(conf.name, keywords_pattern(words), flags),
-        replacement=conf.replacement,
-        hold_back=conf.hold_back,
-    )
+    return configured_rule(conf, keywords_pattern(words))

@@ -154,21 +154,18 @@ class PatternRule:
         return None
 
 
-def compile_pattern(name: str, pattern: str, flags: int = 0) -> re.Pattern[str]:
+def configured_rule(conf: GuardrailConfig, pattern: str) -> PatternRule:
+    """The rule of a ``regex`` or ``keywords`` table, from the pattern it comes to."""
     try:
-        return re.compile(pattern, flags)
+        compiled = re.compile(pattern, re.IGNORECASE if conf.case_insensitive else 0)
     except re.error as exc:
-        raise ConfigError(f"guardrail {name!r}: invalid pattern: {exc}") from None
+        raise ConfigError(f"guardrail {conf.name!r}: invalid pattern: {exc}") from None
+    return PatternRule(
+        conf.name, conf.action, compiled, replacement=conf.replacement, hold_back=conf.hold_back
+    )
 
 
 def regex_rule(conf: GuardrailConfig) -> PatternRule:
     if not conf.pattern:
         raise ConfigError(f"guardrail {conf.name!r}: kind 'regex' needs a `pattern`")
-    flags = re.IGNORECASE if conf.case_insensitive else 0
-    return PatternRule(
-        conf.name,
-        conf.action,
-        compile_pattern(conf.name, conf.pattern, flags),
-        replacement=conf.replacement,
-        hold_back=conf.hold_back,
-    )
+    return configured_rule(conf, conf.pattern)

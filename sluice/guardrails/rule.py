@@ -12,6 +12,7 @@ from typing import Protocol
 
 import msgspec
 
+from sluice.errors import GuardrailBlockedError
 from sluice.guardrails.config import Action, Stage
 
 
@@ -76,3 +77,12 @@ def outcome_of(action: Action) -> str:
     if action == "block":
         return "blocked"
     return "redacted" if action == "redact" else "matched"
+
+
+def note_match(notes: list[Note], rule: Rule, stage: Stage) -> GuardrailBlockedError | None:
+    """Note a rule that matched; for a ``block``, the error naming it (never the text)."""
+    add_note(notes, Note(rule.name, stage, rule.action, outcome_of(rule.action)))
+    if rule.action != "block":
+        return None
+    where = "request" if stage == "input" else "response"
+    return GuardrailBlockedError(f"The {where} was blocked by guardrail '{rule.name}'.")

@@ -21,7 +21,7 @@ import msgspec
 from msgspec import UNSET
 
 from sluice.errors import GuardrailBlockedError
-from sluice.guardrails.rule import Note, Rule, SpanRule, WholeRule, add_note, outcome_of
+from sluice.guardrails.rule import Note, Rule, SpanRule, WholeRule, note_match
 from sluice.guardrails.window import Channel
 from sluice.providers.base import ChunkBatch
 from sluice.wire.chunks import (
@@ -37,6 +37,8 @@ from sluice.wire.chunks import (
 CONTENT, REASONING, REFUSAL, ARGUMENTS = range(4)
 ChannelKey = tuple[int, int, int]
 """(choice index, field, tool-call index)."""
+TEXT_FIELDS = (("content", CONTENT), ("reasoning_content", REASONING), ("refusal", REFUSAL))
+"""The plain text channels of a choice: (attribute of its delta or message, field)."""
 
 
 def _delta(field: int, call: int, text: str) -> Delta:
@@ -54,12 +56,8 @@ def channel_texts(choice: Choice) -> list[tuple[ChannelKey, str]]:
     delta, index = choice.delta, choice.index
     found = [
         ((index, field, 0), text)
-        for field, text in (
-            (CONTENT, delta.content),
-            (REASONING, delta.reasoning_content),
-            (REFUSAL, delta.refusal),
-        )
-        if isinstance(text, str) and text
+        for name, field in TEXT_FIELDS
+        if isinstance(text := getattr(delta, name), str) and text
     ]
     for call in tool_calls_of(delta):
         fn = call.function
@@ -118,11 +116,8 @@ class StreamGuard:
             return
         if delta.role is not UNSET:
             out.append([Choice(index, Delta(role=delta.role, content=""), None)])
-        for field, text in (
-            (CONTENT, delta.content),
-            (REASONING, delta.reasoning_content),
-            (REFUSAL, delta.refusal),
-        ):
+        for name, field in TEXT_FIELDS:
+            text = getattr(delta, name)
             if isinstance(text, str) and text:
                 self._feed((index, field, 0), text, out)
         for call in tool_calls_of(delta):
@@ -140,9 +135,12 @@ class StreamGuard:
             return
         channel = self._channels.get(key)
         if channel is None:
-            wholes = self._wholes if key[1] == CONTENT else ()
-            channel = self._channels[key] = Channel(self._spans, wholes)
+            channel = self._channels[key] = self._channel(key)
         self._emit(key, channel.feed(text, False, self._hits), out)
+
+    def _channel(self, key: ChannelKey) -> Channel:
+        """A new window; the whole-text rules judge only the content."""
+        return Channel(self._spans, self._wholes if key[1] == CONTENT else ())
 
     def _end(self, key: ChannelKey, out: ChunkBatch) -> None:
         self._emit(key, self._channels.pop(key).feed("", True, self._hits), out)
@@ -156,11 +154,7 @@ class StreamGuard:
     def _checked(self, choice: CompletionChoice) -> CompletionChoice:
         msg, i = choice.message, choice.index
         fields: dict[str, object] = {}
-        for name, field in (
-            ("content", CONTENT),
-            ("reasoning_content", REASONING),
-            ("refusal", REFUSAL),
-        ):
+        for name, field in TEXT_FIELDS:
             text = getattr(msg, name)
             if isinstance(text, str):
                 fields[name] = self._whole((i, field, 0), text)
@@ -180,16 +174,13 @@ class StreamGuard:
     def _whole(self, key: ChannelKey, text: str) -> str:
         if self.failure is not None:
             return text
-        wholes = self._wholes if key[1] == CONTENT else ()
-        checked = Channel(self._spans, wholes).feed(text, True, self._hits)
+        checked = self._channel(key).feed(text, True, self._hits)
         self._take_hits()
         return checked
 
     def _take_hits(self) -> None:
         for rule in self._hits:
-            add_note(self.notes, Note(rule.name, "output", rule.action, outcome_of(rule.action)))
-            if rule.action == "block":
-                self.failure = GuardrailBlockedError(
-                    f"The response was blocked by guardrail '{rule.name}'."
-                )
+            failure = note_match(self.notes, rule, "output")
+            if failure is not None:
+                self.failure = failure
         self._hits.clear()

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 import aiohttp
 import msgspec
 
-from sluice.errors import ApiError, ConfigError, GuardrailBlockedError, GuardrailUnavailableError
+from sluice.errors import ApiError, ConfigError, GuardrailUnavailableError
 from sluice.guardrails.config import Action, GuardrailConfig, Stage
-from sluice.guardrails.rule import Note, add_note, outcome_of
+from sluice.guardrails.rule import Note, add_note, note_match
 
 
 class _Ask(msgspec.Struct):
@@ -106,10 +106,9 @@ async def run_webhooks(
         if verdict is True:
             continue
         if verdict is False:
-            add_note(notes, Note(hook.name, stage, hook.action, outcome_of(hook.action)))
-            if hook.action == "block":
-                where = "request" if stage == "input" else "response"
-                return GuardrailBlockedError(f"The {where} was blocked by guardrail '{hook.name}'.")
+            failure = note_match(notes, hook, stage)
+            if failure is not None:
+                return failure
         elif hook.fail_open:
             add_note(notes, Note(hook.name, stage, hook.action, "failed_open"))
         else:
