@@ -32,6 +32,13 @@ from sluice.errors import (
 _CLIENT_FAULT = frozenset({400, 409, 413, 415, 422})
 
 
+def malformed_response() -> UpstreamError:
+    """A whole (non-streaming) answer that does not decode as the provider's shape."""
+    return UpstreamError(
+        "The provider sent a malformed response.", code="upstream_malformed_response"
+    )
+
+
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     """``retry-after-ms`` (OpenAI) or ``retry-after`` in delta-seconds; dates are ignored."""
     for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):

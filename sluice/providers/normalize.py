@@ -37,25 +37,26 @@ class EmittedCall(msgspec.Struct):
     arguments: str
 
 
-class _ChoiceState:
-    __slots__ = ("calls", "finish_reason", "finished", "tool_calls")
+class _PendingCall:
+    """A tool call being assembled; its arguments are joined only when read."""
 
-    def __init__(self) -> None:
-        self.finished = False
-        self.finish_reason: str | None = None
-        self.tool_calls = False
-        self.calls: dict[int, str] = {}  # tool-call index -> id
+    __slots__ = ("id", "name", "pieces")
+
+    def __init__(self, id: str, name: str) -> None:
+        self.id = id
+        self.name = name
+        self.pieces: list[str] = []
 
 
 class ChunkEmitter:
     """Collects normalized chunks; ``take`` hands them over."""
 
-    __slots__ = ("_calls", "_choices", "_new_id", "_out", "output_chars")
+    __slots__ = ("_calls", "_finish", "_new_id", "_out", "output_chars")
 
     def __init__(self, new_id: IdFactory) -> None:
         self._new_id = new_id
-        self._choices: dict[int, _ChoiceState] = {}
-        self._calls: dict[tuple[int, int], EmittedCall] = {}
+        self._finish: dict[int, str | None] = {}  # choice -> its finish reason, once sent
+        self._calls: dict[tuple[int, int], _PendingCall] = {}  # (choice, index), as sent
         self._out: ChunkBatch = []
         self.output_chars = 0
 
@@ -69,10 +70,9 @@ class ChunkEmitter:
         logprobs: Raw | UnsetType | None = UNSET,
     ) -> None:
         """Emit an OpenAI-shaped delta, repairing whatever does not fit our shape."""
-        state = self._choices.get(index)
-        if state is None:
-            state = self._start(index)
-        if state.finished:
+        if index not in self._finish:
+            self._start(index)
+        elif self._finish[index] is not None:
             return
         delta.role = UNSET  # the role chunk was sent when the choice started
         emit = logprobs is not UNSET
@@ -97,14 +97,14 @@ class ChunkEmitter:
         if emit:
             self._out.append([Choice(index, delta, None, logprobs)])
         if isinstance(calls, list) and calls:
-            for fragment in self._tool_fragments(index, state, calls):
+            for fragment in self._tool_fragments(index, calls):
                 self._out.append([Choice(index, Delta(tool_calls=[fragment]), None)])
         if finish_reason is not None:
             self.finish(index, finish_reason)
 
     def start(self, index: int) -> None:
         """Open a choice (its role chunk) before any content, as a message-start event does."""
-        if index not in self._choices:
+        if index not in self._finish:
             self._start(index)
 
     def text(self, index: int, text: str) -> None:
@@ -132,14 +132,13 @@ class ChunkEmitter:
         self.delta(index, Delta(tool_calls=[call]))
 
     def finish(self, index: int, reason: str) -> None:
-        state = self._choices.get(index)
-        if state is None:
-            state = self._start(index)
-        if state.finished:
+        if index not in self._finish:
+            self._start(index)
+        elif self._finish[index] is not None:
             return
-        state.finished = True
-        state.finish_reason = normalize_finish_reason(reason, state.tool_calls)
-        self._out.append([Choice(index, Delta(), state.finish_reason)])
+        called_tools = any(choice == index for choice, _ in self._calls)
+        finish_reason = self._finish[index] = normalize_finish_reason(reason, called_tools)
+        self._out.append([Choice(index, Delta(), finish_reason)])
 
     # -- reading -------------------------------------------------------------------
 
@@ -148,56 +147,49 @@ class ChunkEmitter:
         return out
 
     @property
-    def started(self) -> bool:
-        return bool(self._choices)
-
-    @property
     def finish_reason(self) -> str | None:
         """The first choice's finish reason, once it finished."""
-        state = self._choices.get(0) or next(iter(self._choices.values()), None)
-        return None if state is None else state.finish_reason
+        if 0 in self._finish:
+            return self._finish[0]
+        return next(iter(self._finish.values()), None)
 
     def tool_calls(self) -> list[EmittedCall]:
-        return list(self._calls.values())
+        return [
+            EmittedCall(choice, index, call.id, call.name, "".join(call.pieces))
+            for (choice, index), call in self._calls.items()
+        ]
 
     def check_complete(self) -> None:
         """Raise unless every choice that started also finished."""
-        if not self._choices:
+        if not self._finish:
             raise UpstreamError(
                 "The upstream response ended without any output.", code="upstream_empty"
             )
-        if not all(s.finished for s in self._choices.values()):
+        if None in self._finish.values():
             raise UpstreamError(
                 "The response stream ended before it completed.", code="stream_incomplete"
             )
 
     # -- internals -----------------------------------------------------------------
 
-    def _start(self, index: int) -> _ChoiceState:
-        state = self._choices[index] = _ChoiceState()
+    def _start(self, index: int) -> None:
+        self._finish[index] = None
         self._out.append([Choice(index, Delta(role="assistant", content=""), None)])
-        return state
 
-    def _tool_fragments(
-        self, choice: int, state: _ChoiceState, calls: list[ToolCallDelta]
-    ) -> list[ToolCallDelta]:
+    def _tool_fragments(self, choice: int, calls: list[ToolCallDelta]) -> list[ToolCallDelta]:
         out: list[ToolCallDelta] = []
         for call in calls:
             fn = call.function
             args = fn.arguments if isinstance(fn, FunctionDelta) else UNSET
-            if call.index not in state.calls:
-                state.tool_calls = True
+            if (choice, call.index) not in self._calls:
                 call_id = call.id if isinstance(call.id, str) and call.id else self._new_id("call")
-                state.calls[call.index] = call_id
                 name = fn.name if isinstance(fn, FunctionDelta) else UNSET
                 text_name = name if isinstance(name, str) else ""
                 first = FunctionDelta(name=text_name, arguments="")
                 out.append(ToolCallDelta(call.index, call_id, "function", first))
-                self._calls[choice, call.index] = EmittedCall(
-                    choice, call.index, call_id, text_name, ""
-                )
+                self._calls[choice, call.index] = _PendingCall(call_id, text_name)
             if isinstance(args, str) and args:
                 self.output_chars += len(args)
                 out.append(ToolCallDelta(call.index, function=FunctionDelta(arguments=args)))
-                self._calls[choice, call.index].arguments += args
+                self._calls[choice, call.index].pieces.append(args)
         return out

@@ -23,9 +23,10 @@ from sluice.providers.base import (
     Target,
     UpstreamRequest,
 )
-from sluice.providers.errors import error_for_status, retry_after_seconds
+from sluice.providers.errors import error_for_status, malformed_response, retry_after_seconds
 from sluice.providers.normalize import normalize_finish_reason
-from sluice.providers.sse_stream import SSEStreamTranslator, malformed_event
+from sluice.providers.sse_stream import SSEStreamTranslator
+from sluice.providers.stream_base import malformed_event
 from sluice.wire.chat import ChatRequest, StreamOptions
 from sluice.wire.chunks import (
     CompletionChoice,
@@ -238,9 +239,7 @@ def parse_openai_completion(body: bytes, new_id: IdFactory) -> ParsedCompletion:
     try:
         completion = _COMPLETION.decode(body)
     except msgspec.DecodeError:
-        raise UpstreamError(
-            "The provider sent a malformed response.", code="upstream_malformed_response"
-        ) from None
+        raise malformed_response() from None
     if not completion.choices:
         raise UpstreamError("The provider's response has no choices.", code="upstream_empty")
     choices = []

@@ -111,3 +111,20 @@ def test_check_complete() -> None:
     assert info.value.code == "stream_incomplete"
     e.finish(1, "stop")
     e.check_complete()
+
+
+def test_many_small_argument_fragments_join_exactly() -> None:
+    e = ChunkEmitter(counting_ids())
+    arguments = '{"text": "' + "".join(chr(97 + i % 26) for i in range(40_000)) + '"}'
+    e.tool_call(0, 0, id="call_a", name="f")
+    e.tool_call(1, 0, name="g", arguments="{}")
+    for start in range(0, len(arguments), 4):
+        e.tool_call(0, 0, arguments=arguments[start : start + 4])
+    e.tool_call(0, 1, name="h")
+    e.finish(0, "stop")
+    assert [msgspec.to_builtins(c) for c in e.tool_calls()] == [
+        {"choice": 0, "index": 0, "id": "call_a", "name": "f", "arguments": arguments},
+        {"choice": 1, "index": 0, "id": "call_000001", "name": "g", "arguments": "{}"},
+        {"choice": 0, "index": 1, "id": "call_000002", "name": "h", "arguments": ""},
+    ]
+    assert e.output_chars == len(arguments) + 2

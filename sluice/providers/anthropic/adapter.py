@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from sluice.errors import ApiError, UpstreamError
+from sluice.errors import ApiError
 from sluice.ids import IdFactory
 from sluice.providers.anthropic.request import anthropic_request
 from sluice.providers.anthropic.stream import AnthropicStreamTranslator
@@ -23,7 +23,7 @@ from sluice.providers.anthropic.upstream import (
     tool_input_json,
 )
 from sluice.providers.base import ParsedCompletion, Target, UpstreamRequest
-from sluice.providers.errors import retry_after_seconds
+from sluice.providers.errors import malformed_response, retry_after_seconds
 from sluice.providers.normalize import normalize_finish_reason
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import (
@@ -52,9 +52,7 @@ def parse_anthropic_message(body: bytes, new_id: IdFactory) -> ParsedCompletion:
     except msgspec.DecodeError:
         message = None
     if message is None or message.type != "message":
-        raise UpstreamError(
-            "The provider sent a malformed response.", code="upstream_malformed_response"
-        )
+        raise malformed_response()
     texts: list[str] = []
     thoughts: list[str] = []
     calls: list[ResponseToolCall] = []

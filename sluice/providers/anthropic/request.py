@@ -30,10 +30,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
 from sluice.errors import InvalidRequestError
+from sluice.providers.request_parts import parse_data_url, tool_arguments_object
 from sluice.wire.chat import (
     AssistantMessage,
     ChatRequest,
@@ -59,7 +59,6 @@ THINKING_BUDGETS: Mapping[str, int] = MappingProxyType(
 )
 """``reasoning_effort`` → ``thinking.budget_tokens``."""
 
-_ANY = msgspec.json.Decoder()
 
 # --- Anthropic's request format (encode only) ---------------------------------------
 
@@ -264,9 +263,9 @@ def _user_blocks(i: int, content: str | list[UserContentPart]) -> list[Block]:
 def _image_source(url: str, param: str) -> Base64Source | UrlSource:
     if url.startswith(("https://", "http://")):
         return UrlSource(url)
-    header, comma, data = url.partition(",")
-    if url.startswith("data:") and comma and header.endswith(";base64"):
-        return Base64Source(media_type=header[len("data:") : -len(";base64")], data=data)
+    data_url = parse_data_url(url)
+    if data_url is not None:
+        return Base64Source(media_type=data_url.media_type, data=data_url.data)
     raise InvalidRequestError("An image must be an http(s) URL or a base64 data: URL.", param=param)
 
 
@@ -285,19 +284,9 @@ def _assistant_blocks(i: int, message: AssistantMessage) -> list[Block]:
         for j, call in enumerate(message.tool_calls):
             param = f"messages[{i}].tool_calls[{j}].function.arguments"
             fn = call.function
-            blocks.append(ToolUseBlock(call.id, fn.name, _tool_input(fn.arguments, param)))
+            arguments = tool_arguments_object(fn.arguments, param)
+            blocks.append(ToolUseBlock(call.id, fn.name, arguments))
     return blocks
-
-
-def _tool_input(arguments: str, param: str) -> dict[str, Any]:
-    """A tool call's ``arguments`` as the JSON object Anthropic wants (empty: ``{}``)."""
-    try:
-        value = _ANY.decode(arguments) if arguments.strip() else {}
-    except msgspec.DecodeError:
-        value = None
-    if not isinstance(value, dict):
-        raise InvalidRequestError("Tool call arguments must be a JSON object.", param=param)
-    return value
 
 
 def _tool_result(message: ToolMessage) -> ToolResultBlock:

@@ -28,7 +28,8 @@ from sluice.providers.anthropic.upstream import (
     error_detail,
     tool_input_json,
 )
-from sluice.providers.sse_stream import SSEStreamTranslator, malformed_event
+from sluice.providers.sse_stream import SSEStreamTranslator
+from sluice.providers.stream_base import malformed_event
 from sluice.wire.sse import ServerSentEvent
 
 

@@ -28,7 +28,7 @@ from sluice.providers.bedrock.mapping import (
 )
 from sluice.providers.bedrock.request import converse_body
 from sluice.providers.bedrock.stream import BedrockStreamTranslator
-from sluice.providers.errors import retry_after_seconds
+from sluice.providers.errors import malformed_response, retry_after_seconds
 from sluice.providers.normalize import normalize_finish_reason
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import (
@@ -94,9 +94,7 @@ def parse_converse_response(body: bytes, new_id: IdFactory) -> ParsedCompletion:
     try:
         response = _RESPONSE.decode(body)
     except msgspec.DecodeError:
-        raise UpstreamError(
-            "The provider sent a malformed response.", code="upstream_malformed_response"
-        ) from None
+        raise malformed_response() from None
     if response.output is None or response.output.message is None:
         raise UpstreamError("The provider's response has no message.", code="upstream_empty")
     texts: list[str] = []

@@ -30,6 +30,7 @@ from msgspec import UNSET, UnsetType
 
 from sluice.errors import InvalidRequestError
 from sluice.providers.bedrock import converse
+from sluice.providers.request_parts import parse_data_url
 from sluice.wire.chat import (
     AssistantMessage,
     ChatRequest,
@@ -134,20 +135,20 @@ def _user_blocks(i: int, content: str | list[UserContentPart]) -> list[converse.
 
 
 def _image(url: str, param: str) -> converse.ImageBlock:
-    meta, comma, data = url.partition(",")
-    media, *options = meta.removeprefix("data:").split(";")
-    if not url.startswith("data:") or not comma or "base64" not in options:
+    data_url = parse_data_url(url)
+    if data_url is None:
         raise InvalidRequestError(
             "Bedrock accepts images only as base64 data: URLs, not links.", param=param
         )
-    image_format = IMAGE_FORMATS.get(media.lower())
+    image_format = IMAGE_FORMATS.get(data_url.media_type)
     if image_format is None:
         raise InvalidRequestError(
             "Bedrock accepts PNG, JPEG, GIF and WebP images only.", param=param
         )
-    if not data.strip():
+    data = data_url.data.strip()
+    if not data:
         raise InvalidRequestError("The image data is empty.", param=param)
-    return converse.ImageBlock(converse.Image(image_format, converse.ImageSource(data.strip())))
+    return converse.ImageBlock(converse.Image(image_format, converse.ImageSource(data)))
 
 
 def _assistant_blocks(i: int, message: AssistantMessage) -> list[converse.Block]:

@@ -14,7 +14,7 @@ is read if it comes. After ``messageStop`` nothing else can fail the stream.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import MappingProxyType
 
 import msgspec
@@ -22,8 +22,6 @@ from msgspec import Struct
 
 from sluice.errors import ApiError, UpstreamError
 from sluice.ids import IdFactory
-from sluice.metering.tokens import TokenUsage
-from sluice.providers.base import ChunkBatch
 from sluice.providers.bedrock.mapping import (
     ERROR_STATUS,
     Usage,
@@ -32,7 +30,7 @@ from sluice.providers.bedrock.mapping import (
     finish_reason,
     token_usage,
 )
-from sluice.providers.normalize import ChunkEmitter
+from sluice.providers.stream_base import StreamTranslatorBase, malformed_event
 from sluice.wire.eventstream import EventStreamDecoder, EventStreamError, EventStreamMessage
 
 SERVER_TOOL = "server_tool_use"
@@ -98,12 +96,6 @@ def _header(message: EventStreamMessage, name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _malformed() -> UpstreamError:
-    return UpstreamError(
-        "The provider sent a malformed stream event.", code="upstream_malformed_event"
-    )
-
-
 def _stream_exception(raw_type: str | None, payload: bytes) -> ApiError:
     """An ``exception`` frame as our error."""
     try:
@@ -122,53 +114,34 @@ def _stream_exception(raw_type: str | None, payload: bytes) -> ApiError:
 # --- streaming -------------------------------------------------------------------------
 
 
-class BedrockStreamTranslator:
+class BedrockStreamTranslator(StreamTranslatorBase[EventStreamMessage]):
     """ConverseStream frames in, normalized chunks out."""
 
-    __slots__ = ("_calls", "_decoder", "_done", "_emit", "_skipped", "_stopped", "failure", "usage")
+    __slots__ = ("_calls", "_decoder", "_skipped", "_stopped")
 
     def __init__(self, new_id: IdFactory) -> None:
+        super().__init__(new_id)
         self._decoder = EventStreamDecoder()
-        self._emit = ChunkEmitter(new_id)
         self._calls: dict[int, int] = {}  # content block index -> tool-call index
         self._skipped: set[int] = set()  # blocks of server-side tools
         self._stopped = False
-        self._done = False
-        self.usage: TokenUsage | None = None
-        self.failure: ApiError | None = None
 
-    @property
-    def output_chars(self) -> int:
-        return self._emit.output_chars
-
-    @property
-    def emitter(self) -> ChunkEmitter:
-        return self._emit
-
-    def feed(self, data: bytes) -> ChunkBatch:
-        if self.failure is not None or self._done:
-            return self._emit.take()
+    def _decode(self, data: bytes) -> Iterator[EventStreamMessage]:
+        """Frames pulled one at a time: a bad frame's verdict depends on the ones before."""
         self._decoder.feed(data)
         try:
-            while self.failure is None and not self._done:
-                message = self._decoder.next_message()
-                if message is None:
-                    break
-                self._message(message)
+            while (message := self._decoder.next_message()) is not None:
+                yield message
         except EventStreamError:
             if self._stopped:
-                self._done = True  # the answer is whole; only the usage is lost
+                self.done = True  # the answer is whole; only the usage is lost
             else:
-                self.failure = _malformed()
-        return self._emit.take()
+                self.failure = malformed_event()
 
-    def finish(self) -> ChunkBatch:
-        if self.failure is not None:
-            raise self.failure
-        self._emit.check_complete()
-        return self._emit.take()
+    def _flush(self) -> tuple[()]:
+        return ()  # a partial frame at the end is dropped; ``check_complete`` judges
 
-    def _message(self, message: EventStreamMessage) -> None:
+    def _event(self, message: EventStreamMessage) -> None:
         kind = _header(message, ":message-type")
         if kind == "event":
             event_type = _header(message, ":event-type") or ""
@@ -178,7 +151,7 @@ class BedrockStreamTranslator:
             try:
                 handler(self, message.payload)
             except msgspec.DecodeError:
-                self.failure = _malformed()
+                self.failure = malformed_event()
         elif self._stopped:
             return
         elif kind == "exception":
@@ -190,7 +163,7 @@ class BedrockStreamTranslator:
                 f"The provider's stream failed ({code}): {detail}", code="upstream_stream_error"
             )
         else:
-            self.failure = _malformed()
+            self.failure = malformed_event()
 
     def _message_start(self, payload: bytes) -> None:
         self._emit.start(0)
@@ -221,7 +194,7 @@ class BedrockStreamTranslator:
             if index is not None:
                 self._emit.tool_call(0, index, arguments=delta.tool_use.input)
             elif block not in self._skipped:
-                self.failure = _malformed()  # arguments for a call that never started
+                self.failure = malformed_event()  # arguments for a call that never started
 
     def _message_stop(self, payload: bytes) -> None:
         event = _MESSAGE_STOP.decode(payload)
@@ -233,7 +206,7 @@ class BedrockStreamTranslator:
         if event.usage is not None:
             self.usage = token_usage(event.usage)
         if self._stopped:
-            self._done = True
+            self.done = True
 
 
 _HANDLERS: MappingProxyType[str, Callable[[BedrockStreamTranslator, bytes], None]] = (

@@ -41,6 +41,7 @@ from sluice.providers.gemini.wire import (
     ThinkingConfig,
     ToolConfig,
 )
+from sluice.providers.request_parts import parse_data_url, tool_arguments_object
 from sluice.wire.chat import (
     AssistantMessage,
     AudioPart,
@@ -186,13 +187,12 @@ def _file(part: FilePart, param: str) -> Part:
 
 def _data_url(url: str, param: str) -> Blob:
     """``data:<mime>;base64,<data>`` → an inline blob."""
-    head, comma, data = url.partition(",")
-    mime, _, encoding = head.removeprefix("data:").partition(";")
-    if not comma or encoding != "base64" or not mime:
+    data_url = parse_data_url(url)
+    if data_url is None:
         raise InvalidRequestError(
             "Expected a data: URL of the form data:<mime type>;base64,<data>.", param=param
         )
-    return Blob(mime_type=mime, data=data)
+    return Blob(mime_type=data_url.media_type, data=data_url.data)
 
 
 def _convert(raw: Raw, kind: type[_T], param: str) -> _T:
@@ -213,7 +213,8 @@ def _assistant_parts(message: AssistantMessage, i: int, calls: dict[str, str]) -
     parts = _text_parts(text)
     for j, call in enumerate(message.tool_calls or ()):
         calls[call.id] = call.function.name
-        args = _arguments(call.function.arguments, f"messages[{i}].tool_calls[{j}].function")
+        param = f"messages[{i}].tool_calls[{j}].function.arguments"
+        args = tool_arguments_object(call.function.arguments, param)
         parts.append(
             Part(
                 function_call=FunctionCall(name=call.function.name, args=args),
@@ -221,21 +222,6 @@ def _assistant_parts(message: AssistantMessage, i: int, calls: dict[str, str]) -
             )
         )
     return parts
-
-
-def _arguments(text: str, param: str) -> dict[str, Any]:
-    """A call's arguments as the object Gemini wants; empty means no arguments."""
-    if not text.strip():
-        return {}
-    try:
-        args = _ANY.decode(text)
-    except msgspec.DecodeError:
-        args = None
-    if not isinstance(args, dict):
-        raise InvalidRequestError(
-            "Tool call arguments must be a JSON object.", param=param + ".arguments"
-        )
-    return args
 
 
 def _result_object(text: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from sluice.errors import ApiError, InvalidRequestError, UpstreamError
 from sluice.ids import IdFactory
 from sluice.metering.tokens import TokenUsage
 from sluice.providers.base import ParsedCompletion
+from sluice.providers.errors import malformed_response
 from sluice.providers.gemini.errors import gemini_error
 from sluice.providers.gemini.wire import (
     ENCODER,
@@ -34,7 +35,8 @@ from sluice.providers.gemini.wire import (
     UsageMetadata,
 )
 from sluice.providers.normalize import normalize_finish_reason
-from sluice.providers.sse_stream import SSEStreamTranslator, malformed_event
+from sluice.providers.sse_stream import SSEStreamTranslator
+from sluice.providers.stream_base import malformed_event
 from sluice.wire.chunks import (
     CompletionChoice,
     ResponseFunctionCall,
@@ -175,9 +177,7 @@ def parse_gemini_completion(body: bytes, new_id: IdFactory) -> ParsedCompletion:
     try:
         resp = RESPONSE.decode(body)
     except msgspec.DecodeError:
-        raise UpstreamError(
-            "The provider sent a malformed response.", code="upstream_malformed_response"
-        ) from None
+        raise malformed_response() from None
     failure = _response_error(resp)
     if failure is not None:
         raise failure
