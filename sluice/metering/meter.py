@@ -15,7 +15,7 @@ import msgspec
 from sluice.errors import BudgetExceededError
 from sluice.ids import IdFactory
 from sluice.metering.charges import usd_from_nano
-from sluice.storage.base import Account, HoldRequest, Principal, Settlement, Store
+from sluice.storage.base import HoldRequest, Principal, Settlement, Store
 from sluice.storage.writer import WriteBehind
 
 
@@ -27,6 +27,10 @@ class Ticket(msgspec.Struct, frozen=True):
     key_id: str
     request_id: str
     amount: int
+
+    def capped(self, charge: int) -> int:
+        """A charge never exceeds its hold, so no balance goes below zero."""
+        return min(charge, self.amount)
 
 
 class Meter:
@@ -58,27 +62,26 @@ class Meter:
             now=now,
             expires_at=now + int(self._hold_ttl),
         )
+        ticket = Ticket(hold.hold_id, hold.account_id, hold.key_id, request_id, amount)
         placing = asyncio.ensure_future(self._store.place_hold(hold))
         try:
-            account = await asyncio.shield(placing)
+            placed = await asyncio.shield(placing)
         except asyncio.CancelledError:
             # The client left while the hold was being placed: it may still commit, and
             # then nobody else would settle it; release it when it lands.
-            placing.add_done_callback(lambda done: self._release_if_placed(done, hold))
+            placing.add_done_callback(lambda done: self._release_if_placed(done, ticket))
             raise
-        if account is None:
+        if not placed:
             raise BudgetExceededError(
                 f"The account's available credits do not cover this request "
                 f"(up to ${usd_from_nano(amount):.6f} with its max_tokens).",
                 code="insufficient_credits",
             )
-        return Ticket(hold.hold_id, hold.account_id, hold.key_id, request_id, amount)
+        return ticket
 
-    def _release_if_placed(self, done: asyncio.Future[Account | None], hold: HoldRequest) -> None:
-        if not done.cancelled() and done.exception() is None and done.result() is not None:
-            self.settle(
-                Ticket(hold.hold_id, hold.account_id, hold.key_id, hold.request_id, hold.amount), 0
-            )
+    def _release_if_placed(self, done: asyncio.Future[bool], ticket: Ticket) -> None:
+        if not done.cancelled() and done.exception() is None and done.result():
+            self.settle(ticket, 0)
 
     def settle(self, ticket: Ticket, charge: int) -> None:
         self._writer.settle(
@@ -87,7 +90,7 @@ class Meter:
                 account_id=ticket.account_id,
                 key_id=ticket.key_id,
                 request_id=ticket.request_id,
-                charge=charge,
+                charge=ticket.capped(charge),
                 now=int(self._wall_clock()),
             )
         )

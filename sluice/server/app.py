@@ -256,12 +256,13 @@ class Gateway:
     async def handle(self, request: Request, writer: ResponseWriter) -> None:
         call = Call(request, writer, self.new_id("req"), int(self.wall_clock()), self.clock())
         status = 200
+        method = request.method  # as sent, for the log
         try:
             methods = self._endpoints(request.path)
             if methods is None:
-                raise NotFoundError(f"Unknown request URL: {request.method} {request.path}.")
-            if request.method == "HEAD" and "GET" in methods:
-                request.method = "GET"  # the writer sends the head without the body
+                raise NotFoundError(f"Unknown request URL: {method} {request.path}.")
+            if method == "HEAD" and "GET" in methods:
+                request.method = "GET"  # endpoints serve GET; the writer drops the body
             found = methods.get(request.method)
             if found is None:
                 raise MethodNotAllowedError(
@@ -284,30 +285,31 @@ class Gateway:
             _errors.exception("request %s failed", call.request_id)
             await self._fail(call, InternalError("The gateway failed to handle the request."))
         finally:
-            self._finish(call, status)
+            if call.disconnect != "drain":  # a drain settles its call when it ends
+                self._settle(call, status)
             path = request.path if request.path in self._routes else "other"
             self.metrics.request(path, status, call.attempts)
             if _log.isEnabledFor(logging.INFO):
                 _log.info(
                     "%s %s %s %d%s",
                     call.request_id,
-                    request.method,
+                    method,
                     request.path,
                     status,
                     "".join(f" {a.position}:{a.connection}:{a.outcome}" for a in call.attempts),
                 )
 
-    @property
-    def may_drain(self) -> bool:
-        return self._may_drain
-
-    def drain(self, call: Call, draining: Coroutine[Any, Any, None]) -> None:
-        """Read on after the client left (``on_disconnect = "drain"``; only while
-        :attr:`may_drain`): the call is settled and logged when ``draining`` ends."""
+    def drain(self, call: Call, draining: Callable[[], Coroutine[Any, Any, None]]) -> bool:
+        """Read on after the client left (``on_disconnect = "drain"``): the call is
+        settled and logged when ``draining()`` ends. False, nothing started, once the
+        gateway is stopping: the caller cancels instead."""
+        if not self._may_drain:
+            return False
         call.disconnect = "drain"
-        task = asyncio.get_running_loop().create_task(self._drained(call, draining))
+        task = asyncio.get_running_loop().create_task(self._drained(call, draining()))
         self._drains.add(task)
         task.add_done_callback(self._drains.discard)
+        return True
 
     async def _drained(self, call: Call, draining: Coroutine[Any, Any, None]) -> None:
         # settled well before its credit hold expires (an expired hold is reclaimed free)
@@ -322,17 +324,14 @@ class Gateway:
         finally:
             self._settle(call, 499)
 
-    def _finish(self, call: Call, status: int) -> None:
-        if call.disconnect != "drain":  # a drain settles its call when it ends
-            self._settle(call, status)
-
     def _settle(self, call: Call, status: int) -> None:
         """Settle the hold and queue the request-log row (no I/O here)."""
         outcome, principal = call.outcome, call.principal
         if outcome is None or principal is None:
             return
+        tokens = outcome.tokens()
+        charged = outcome.charge(tokens)
         if call.limit_ticket is not None:
-            tokens = outcome.tokens()
             total = 0 if tokens is None else tokens.total_tokens
             task = asyncio.get_running_loop().create_task(
                 self._finish_limits(call.limit_ticket, total)
@@ -340,7 +339,7 @@ class Gateway:
             self._background.add(task)
             task.add_done_callback(self._background.discard)
         if outcome.ticket is not None:
-            self.meter.settle(outcome.ticket, outcome.charge())
+            self.meter.settle(outcome.ticket, charged)
         self.writer.log(
             outcome.record(
                 request_id=call.request_id,
@@ -351,6 +350,8 @@ class Gateway:
                 http_status=status,
                 disconnect=call.disconnect or ("cancel" if status == 499 else None),
                 attempts=call.attempts,
+                tokens=tokens,
+                charged=charged,
             )
         )
 

@@ -176,10 +176,8 @@ def _ending(outcome: Outcome, encoder: ChunkEncoder) -> bytes:
 
 def _client_left(gw: Gateway, call: Call, outcome: Outcome, opened: OpenedStream) -> None:
     """Mid-stream disconnect: close the upstream call, or read it on unsent (``drain``)."""
-    drain = opened.attempt.target.connection.on_disconnect == "drain"
-    if drain and not opened.ended and gw.may_drain:
-        gw.drain(call, _drain(outcome, opened.response, opened.translator))
-    else:
+    drain = opened.attempt.target.connection.on_disconnect == "drain" and not opened.ended
+    if not drain or not gw.drain(call, lambda: _drain(outcome, opened.response, opened.translator)):
         opened.response.close()
 
 
@@ -230,11 +228,7 @@ async def _drain(outcome: Outcome, resp: UpstreamResponse, translator: StreamTra
     """The rest of a stream whose client left, read and translated but not sent, so the
     provider's own usage is what gets charged (SPEC §5)."""
     try:
-        while data := await resp.read_chunk():
-            translator.feed(data)
-            if translator.failure is not None:
-                raise translator.failure
-        translator.finish()
+        await _pump(resp, translator, _unsent, _no_events)
         resp.release()
     except ApiError as exc:
         resp.close()
@@ -245,6 +239,14 @@ async def _drain(outcome: Outcome, resp: UpstreamResponse, translator: StreamTra
         resp.close()
         raise
     outcome.completed = True
+
+
+async def _unsent(data: bytes) -> None:
+    """A drain's write: the client is gone."""
+
+
+def _no_events(batch: ChunkBatch) -> bytes:
+    return b""
 
 
 async def _complete(gw: Gateway, call: Call, outcome: Outcome, plan: Plan, output: RuleSet) -> None:
@@ -290,8 +292,7 @@ async def _complete_drainable(gw: Gateway, call: Call, outcome: Outcome, plan: P
         running = in_flight.attempt
         if running is not None and running.target.connection.on_disconnect == "drain":
             in_flight.stopped = True  # that attempt finishes; no failover after it
-            if gw.may_drain:
-                gw.drain(call, _drain_completion(gw, outcome, task))
+            if gw.drain(call, lambda: _drain_completion(gw, outcome, task)):
                 raise
         task.cancel()
         task.add_done_callback(_retrieve)

@@ -14,16 +14,16 @@ _REASONS: Mapping[int, bytes] = MappingProxyType(
 
 
 class Request:
-    """A parsed request. ``path`` is the raw target's path, exactly as sent."""
+    """A parsed request. ``path`` is the raw target's path, exactly as sent (no endpoint
+    reads a query string, so none is kept)."""
 
-    __slots__ = ("body", "headers", "keep_alive", "method", "path", "query", "version")
+    __slots__ = ("body", "headers", "keep_alive", "method", "path", "version")
 
     def __init__(
         self,
         *,
         method: str,
         path: str,
-        query: str,
         headers: dict[str, str],
         body: bytes,
         version: str,
@@ -31,7 +31,6 @@ class Request:
     ) -> None:
         self.method = method
         self.path = path
-        self.query = query
         self.headers = headers
         self.body = body
         self.version = version

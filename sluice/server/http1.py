@@ -201,16 +201,16 @@ class HttpConnection(asyncio.Protocol):
             name = raw_name.decode("latin-1").lower()
             value = raw_value.decode("latin-1")
             headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        version = parser.get_http_version()
         request = Request(
             method=parser.get_method().decode("ascii", "replace"),
             path=(parsed.path or b"").decode("latin-1"),
-            query=(parsed.query or b"").decode("latin-1"),
             headers=headers,
             body=b"".join(self._body),
-            version=parser.get_http_version(),
+            version=version,
             # HTTP/1.0 with Transfer-Encoding is unreliable framing: answer, then close
             keep_alive=parser.should_keep_alive()
-            and not (parser.get_http_version() == "1.0" and "transfer-encoding" in headers),
+            and not (version == "1.0" and "transfer-encoding" in headers),
         )
         self._reset()
         self._queue.append(request)

@@ -102,20 +102,21 @@ class Outcome:
         )
 
     def wire_usage(self, *, cut: bool) -> Usage | None:
-        tokens = self.tokens()
+        return self._priced(self.tokens(), cut)
+
+    def _priced(self, tokens: TokenUsage | None, cut: bool) -> Usage | None:
         if tokens is None or self.rate is None:
             return None
         return priced_usage(tokens, self.rate.price, self.rate.source, price_estimate=cut)
 
-    def charge(self) -> int:
-        """What the account pays: the cost of the tokens produced, never more than the
-        credits held for the request (so no balance can go below zero; docs/metering.md)."""
-        tokens = self.tokens()
+    def charge(self, tokens: TokenUsage | None) -> int:
+        """What the account pays for ``tokens`` (:meth:`tokens`): their cost, never more
+        than the credits held for the request (docs/metering.md)."""
         cost = 0 if tokens is None or self.rate is None else charge(tokens, self.rate)
-        return cost if self.ticket is None else min(cost, self.ticket.amount)
+        return cost if self.ticket is None else self.ticket.capped(cost)
 
     def credits_used(self) -> float | None:
-        return None if self.ticket is None else usd_from_nano(self.charge())
+        return None if self.ticket is None else usd_from_nano(self.charge(self.tokens()))
 
     def status(self, cancelled: bool) -> str:
         if cancelled:
@@ -161,11 +162,14 @@ class Outcome:
         http_status: int,
         disconnect: str | None,
         attempts: list[AttemptRecord],
+        tokens: TokenUsage | None,
+        charged: int,
     ) -> RequestRecord:
-        """``disconnect``: what the client leaving did (``cancel`` or ``drain``), if it left."""
+        """``disconnect``: what the client leaving did (``cancel`` or ``drain``), if it
+        left; ``tokens`` and ``charged``: :meth:`tokens` and :meth:`charge`, worked out
+        once by the caller."""
         cancelled = disconnect is not None
-        tokens = self.tokens()
-        wire = self.wire_usage(cut=self.error is not None or not self.completed)
+        wire = self._priced(tokens, self.error is not None or not self.completed)
         served = self.attempt
         rec = RequestRecord(
             id=request_id,
@@ -200,7 +204,7 @@ class Outcome:
             rec.cost, rec.price_source = wire.cost, wire.price_source
         if self.ticket is not None:
             rec.credits_held = usd_from_nano(self.ticket.amount)
-            rec.credits_charged = usd_from_nano(self.charge())
+            rec.credits_charged = usd_from_nano(charged)
         if self.first_token is not None:
             rec.ttft_ms = round(self.first_token * 1000, 3)
             generating = duration - self.first_token

@@ -194,9 +194,9 @@ class Store(Protocol):
 
     # -- holds and the ledger ----------------------------------------------------------
 
-    async def place_hold(self, hold: HoldRequest) -> Account | None:
+    async def place_hold(self, hold: HoldRequest) -> bool:
         """Hold ``amount`` if the account's available balance covers it (atomic);
-        ``None`` when it does not."""
+        False when it does not."""
         ...
 
     async def settle(self, settlements: list[Settlement]) -> None:

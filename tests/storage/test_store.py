@@ -24,8 +24,11 @@ def hold(account_id: str, n: int, amount: int, *, now: int = 10, ttl: int = 60) 
 
 
 async def test_migrations_are_idempotent(store: Store) -> None:
+    account_id = await account(store)
     await store.migrate()
     await store.migrate()
+    kept = await store.get_account("team")
+    assert kept is not None and kept.id == account_id and kept.balance == 10 * USD
 
 
 async def test_accounts_keys_and_principals(store: Store) -> None:
@@ -65,15 +68,16 @@ async def test_credits_and_balances(store: Store) -> None:
 
 async def test_holds_cover_only_the_available_balance(store: Store) -> None:
     account_id = await account(store, credits=10 * USD)
-    first = await store.place_hold(hold(account_id, 1, 6 * USD))
+    assert await store.place_hold(hold(account_id, 1, 6 * USD))
+    first = await store.get_account("team")
     assert first is not None and (first.held, first.available, first.open_holds) == (
         6 * USD,
         4 * USD,
         1,
     )
-    assert await store.place_hold(hold(account_id, 2, 5 * USD)) is None  # 4 left
-    assert await store.place_hold(hold(account_id, 3, 4 * USD)) is not None  # exactly enough
-    assert await store.place_hold(hold(account_id, 4, 1)) is None
+    assert await store.place_hold(hold(account_id, 2, 5 * USD)) is False  # 4 left
+    assert await store.place_hold(hold(account_id, 3, 4 * USD)) is True  # exactly enough
+    assert await store.place_hold(hold(account_id, 4, 1)) is False
     assert await store.reconcile() == []
 
 
@@ -110,7 +114,7 @@ async def test_concurrent_holds_never_overdraw(store: Store) -> None:
     results = await asyncio.gather(
         *[store.place_hold(hold(account_id, n, USD)) for n in range(200)]
     )
-    assert sum(r is not None for r in results) == 50
+    assert sum(results) == 50
     after = await store.get_account("team")
     assert after is not None and (after.held, after.available) == (50 * USD, 0)
 
@@ -141,7 +145,7 @@ async def test_two_replicas_share_one_postgres() -> None:
             results = await asyncio.gather(
                 *[(one if n % 2 else two).place_hold(hold(account_id, n, USD)) for n in range(100)]
             )
-            assert sum(r is not None for r in results) == 20
+            assert sum(results) == 20
             assert await two.reconcile() == []
         finally:
             await one.close()

@@ -23,10 +23,9 @@ from sluice.storage.base import (
     Settlement,
     mismatches,
 )
+from sluice.storage.migrations import migration_scripts
 from sluice.storage.postgres.tenants import PostgresTenants
-from sluice.storage.sqlite.connection import migration_scripts
 
-_MIGRATIONS_PACKAGE = "sluice.storage.migrations.postgres"
 _MIGRATION_LOCK = 0x5111CE  # advisory lock id taken while migrating
 _ACCOUNT = (
     "a.id, a.name, a.metered, a.is_dev, a.balance, a.held, "
@@ -93,7 +92,7 @@ class PostgresStore(PostgresTenants):
                 "(version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)"
             )
             done = {r[0] for r in await conn.fetch("SELECT version FROM schema_migrations")}
-            for version, script in migration_scripts(_MIGRATIONS_PACKAGE):
+            for version, script in migration_scripts("postgres"):
                 if version in done:
                     continue
                 await conn.execute(script)
@@ -226,16 +225,13 @@ class PostgresStore(PostgresTenants):
 
     # -- holds and the ledger ----------------------------------------------------------
 
-    async def place_hold(self, hold: HoldRequest) -> Account | None:
-        row = await self.pool.fetchrow(
+    async def place_hold(self, hold: HoldRequest) -> bool:
+        placed = await self.pool.fetchval(
             "WITH held AS (UPDATE accounts SET held = held + $5 "
-            "  WHERE id = $2 AND balance - held >= $5 RETURNING *), "
+            "  WHERE id = $2 AND balance - held >= $5 RETURNING id), "
             "ins AS (INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, "
             "  expires_at) SELECT $1, id, $3, $4, $5, $6, $7 FROM held RETURNING 1) "
-            "SELECT a.id, a.name, a.metered, a.is_dev, a.balance, a.held, "
-            "  (SELECT COUNT(*) FROM holds h WHERE h.account_id = a.id "
-            "   AND h.released_at IS NULL) + 1, a.created_at "
-            "FROM held a, ins",
+            "SELECT count(*) FROM ins",
             hold.hold_id,
             hold.account_id,
             hold.key_id,
@@ -244,14 +240,18 @@ class PostgresStore(PostgresTenants):
             hold.now,
             hold.expires_at,
         )
-        return None if row is None else _account(row)
+        return bool(placed)
 
     async def settle(self, settlements: list[Settlement]) -> None:
         """A whole batch in one statement: ledger entries (a request already charged is
         skipped by the unique index), the holds released, each account's balance and
         held amount moved by its sums."""
-        # Within one batch a request settles once; the index guards across batches.
-        unique = list({s.request_id: s for s in settlements}.values())
+        # Within one batch a request settles once, the first time (as on SQLite, whose
+        # INSERT OR IGNORE keeps the first); the index guards across batches.
+        first: dict[str, Settlement] = {}
+        for s in settlements:
+            first.setdefault(s.request_id, s)
+        unique = list(first.values())
         await self.pool.execute(
             _SETTLE_BATCH,
             [s.hold_id for s in unique],

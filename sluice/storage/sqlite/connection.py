@@ -12,13 +12,11 @@ import functools
 import sqlite3
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sluice.errors import ConfigError
-
-_MIGRATIONS_PACKAGE = "sluice.storage.migrations.sqlite"
+from sluice.storage.migrations import migration_scripts
 
 
 def sqlite_path(url: str) -> Path:
@@ -27,15 +25,6 @@ def sqlite_path(url: str) -> Path:
     if not url.startswith(prefix) or len(url) == len(prefix):
         raise ConfigError(f"not a SQLite URL: {url!r} (expected sqlite:///path/to/file.db)")
     return Path(url[len(prefix) :])
-
-
-def migration_scripts(package: str) -> list[tuple[int, str]]:
-    files = resources.files(package)
-    out = []
-    for entry in files.iterdir():
-        if entry.name.endswith(".sql"):
-            out.append((int(entry.name.split("_", 1)[0]), entry.read_text(encoding="utf-8")))
-    return sorted(out)
 
 
 def split_statements(script: str) -> list[str]:
@@ -150,7 +139,7 @@ class SqliteBase:
                 "(version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)"
             )
         )
-        for version, script in migration_scripts(_MIGRATIONS_PACKAGE):
+        for version, script in migration_scripts("sqlite"):
             await self.write(functools.partial(_apply, version=version, script=script))
 
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from sluice.storage.base import Account, HoldRequest, Mismatch, Settlement, mismatches
-from sluice.storage.sqlite.accounts import account_by_id
+from sluice.storage.base import HoldRequest, Mismatch, Settlement, mismatches
 from sluice.storage.sqlite.connection import SqliteBase, Tx
 
 
@@ -50,13 +49,13 @@ def _reclaim(tx: Tx, now: int) -> int:
 
 
 class SqliteLedger(SqliteBase):
-    async def place_hold(self, hold: HoldRequest) -> Account | None:
-        def work(tx: Tx) -> Account | None:
+    async def place_hold(self, hold: HoldRequest) -> bool:
+        def work(tx: Tx) -> bool:
             if not tx.execute(
                 "UPDATE accounts SET held = held + ? WHERE id = ? AND balance - held >= ?",
                 (hold.amount, hold.account_id, hold.amount),
             ):
-                return None
+                return False
             tx.execute(
                 "INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, "
                 "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -70,7 +69,7 @@ class SqliteLedger(SqliteBase):
                     hold.expires_at,
                 ),
             )
-            return account_by_id(tx, hold.account_id)
+            return True
 
         return await self.write(work)
 
