@@ -86,13 +86,19 @@ def charge(usage: TokenUsage, rate: Rate) -> int:
 def hold_amount(req: ChatRequest, candidates: Sequence[tuple[CatalogModel, Rate]]) -> int:
     """The most this request can cost on any target it may be served by: the prompt's
     token ceiling plus the output ceiling (the request's, else the model's), at that
-    target's rate. Unpriced targets cost nothing."""
+    target's rate, the prompt at its dearest (a cache write may cost more than input).
+    Unpriced targets cost nothing."""
     prompt = prompt_token_ceiling(req)
     most = 0
     for model, rate in candidates:
-        if rate.price is None:
+        price = rate.price
+        if price is None:
             continue
         ceiling = req.output_ceiling or model.max_output_tokens or DEFAULT_OUTPUT_CEILING
-        usage = TokenUsage(prompt_tokens=prompt, completion_tokens=ceiling * req.choice_count)
-        most = max(most, nano_from_pico(cost_pico(usage, rate.price)))
+        usage = TokenUsage(
+            prompt_tokens=prompt,
+            cache_write_tokens=prompt if price.cache_write > price.input else 0,
+            completion_tokens=ceiling * req.choice_count,
+        )
+        most = max(most, nano_from_pico(cost_pico(usage, price)))
     return most

@@ -2,9 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.metering.charges import nano_from_usd_text
+from sluice.metering.charges import Rate, hold_amount, nano_from_pico, nano_from_usd_text
 from sluice.metering.pricing import Price, cost_pico, priced_usage, usd
-from sluice.metering.tokens import TokenUsage, estimate_prompt_tokens, tokens_for_chars
+from sluice.metering.tokens import (
+    TokenUsage,
+    estimate_prompt_tokens,
+    prompt_token_ceiling,
+    tokens_for_chars,
+)
+from sluice.routing.catalog import CatalogModel
 from sluice.server.chat import decode_chat_request
 
 SONNET = Price.per_million(3.0, 15.0, cache_read=0.3, cache_write=3.75)
@@ -79,3 +85,26 @@ def test_operator_amounts_are_exact_nano_dollars_or_refused() -> None:
     ]:
         with pytest.raises(ValueError, match=why):
             nano_from_usd_text(bad)
+
+
+def test_a_hold_prices_the_prompt_at_its_dearest_rate() -> None:
+    """A prompt written to the cache may cost more than plain input: the hold covers it."""
+    req = decode_chat_request(
+        b'{"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}'
+    )
+    model = CatalogModel("m", {}, None, None, (), None, "x")
+    plain = Price.per_million(3.0, 15.0)
+    writes = Price.per_million(3.0, 15.0, cache_write=3.75)
+    prompt = prompt_token_ceiling(req)
+
+    def held(price: Price) -> int:
+        return hold_amount(req, [(model, Rate(price, "list"))])
+
+    assert held(plain) == nano_from_pico(
+        cost_pico(TokenUsage(prompt_tokens=prompt, completion_tokens=100), plain)
+    )
+    assert (
+        held(writes)
+        == nano_from_pico(prompt * writes.cache_write + 100 * writes.output)
+        > held(plain)
+    )
