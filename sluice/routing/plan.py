@@ -72,14 +72,7 @@ class Planner:
                     )
 
     def servable(self, model: CatalogModel) -> bool:
-        return any(
-            (
-                c.models.get(model.id)
-                if c.models is not None
-                else model.native_name(c.id, c.provider)
-            )
-            for c in self._connections
-        )
+        return any(_native(model, c) for c in self._connections)
 
     def plan(self, model: str, extra_models: Sequence[str] = ()) -> Plan:
         if not extra_models:
@@ -137,10 +130,15 @@ class Planner:
         for conn in self._connections:
             if target.connection is not None and conn.id != target.connection:
                 continue
-            if conn.models is not None:
-                native = conn.models.get(entry.id)
-            else:
-                native = entry.native_name(conn.id, conn.provider)
+            native = _native(entry, conn)
             if native:
                 out.append(Attempt(position, Target(entry.id, native, conn), entry))
         return out
+
+
+def _native(model: CatalogModel, conn: ConnectionSettings) -> str | None:
+    """The upstream's name for ``model`` on ``conn``: an account's connection serves
+    exactly the models it maps, an operator's those the catalog maps to it."""
+    if conn.models is not None:
+        return conn.models.get(model.id)
+    return model.native_name(conn.id, conn.provider)
