@@ -18,7 +18,7 @@ from sluice.errors import ApiError, ConfigError
 from sluice.ids import random_id
 from sluice.metering.charges import NANO_PER_USD, nano_from_usd_text
 from sluice.settings import build_settings, resolve_home
-from sluice.storage.base import Account, Store
+from sluice.storage.base import Account, Mismatch, Store
 from sluice.storage.factory import open_store
 
 _T = TypeVar("_T")
@@ -215,6 +215,16 @@ def ledger() -> None:
     """The credits ledger."""
 
 
+def _mismatch_line(m: Mismatch) -> str:
+    if m.what == "negative_charges":
+        return f"{m.account}: charges credited {nano_to_usd(m.stored)} (a charge is never negative)"
+    if m.what == "charges_beyond_holds":
+        return f"{m.account}: holds charged {nano_to_usd(m.stored)} beyond their amounts"
+    return (
+        f"{m.account}: {m.what} is {nano_to_usd(m.stored)}, ledger says {nano_to_usd(m.expected)}"
+    )
+
+
 @ledger.command("reconcile")
 @config_option
 @home_option
@@ -224,11 +234,7 @@ def ledger_reconcile(config_path: Path | None, home: str | None) -> None:
 
     async def work(store: Store) -> tuple[int, list[str]]:
         reclaimed = await store.reclaim_expired(int(time.time()))
-        return reclaimed, [
-            f"{m.account}: {m.what} is {nano_to_usd(m.stored)}, ledger says "
-            f"{nano_to_usd(m.expected)}"
-            for m in await store.reconcile()
-        ]
+        return reclaimed, [_mismatch_line(m) for m in await store.reconcile()]
 
     reclaimed, problems = _run(config_path, home, work)
     if reclaimed:

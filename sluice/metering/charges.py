@@ -7,8 +7,12 @@ Which price applies, most specific first (docs/metering.md):
 3. ``custom`` — the account's own price for the model;
 4. ``list`` — the catalog's list price.
 
+A ``provider`` cost counts only on the operator's own connections: an account's own
+connection is an upstream the account controls, so what it reports is not a price.
+
 Amounts are integer nano-dollars; a cost in pico-dollars is rounded up to the next
-nano-dollar, so an account is never charged less than the cost it was shown.
+nano-dollar, so an account is never charged less than the cost it was shown. A charge
+is never below zero (:class:`~sluice.metering.meter.Ticket` caps it to its hold too).
 """
 
 from __future__ import annotations
@@ -34,18 +38,28 @@ DEFAULT_OUTPUT_CEILING = 4096
 class Rate(msgspec.Struct, frozen=True):
     price: Price | None
     source: PriceSource
+    honours_provider_cost: bool = True
+    """False on an account's own connection: a cost its upstream reports is ignored."""
 
 
 def resolve_rate(
     model: CatalogModel, connection: ConnectionSettings, account_prices: Mapping[str, Price]
 ) -> Rate:
+    honour = connection.owner is None
     price = connection.prices.get(model.id)
     if price is not None:
-        return Rate(price, "custom_provider")
+        return Rate(price, "custom_provider", honour)
     price = account_prices.get(model.id)
     if price is not None:
-        return Rate(price, "custom")
-    return Rate(model.price, "list")
+        return Rate(price, "custom", honour)
+    return Rate(model.price, "list", honour)
+
+
+def as_priced(usage: TokenUsage, rate: Rate) -> TokenUsage:
+    """The usage the rate prices: without a reported cost the rate does not honour."""
+    if rate.honours_provider_cost or usage.provider_cost is None:
+        return usage
+    return msgspec.structs.replace(usage, provider_cost=None)
 
 
 def nano_from_pico(pico: int) -> int:
@@ -75,7 +89,9 @@ def nano_from_usd_text(text: str) -> int:
 
 
 def charge(usage: TokenUsage, rate: Rate) -> int:
-    """What the account pays for this usage (provider-reported cost wins)."""
+    """What the account pays for this usage (a provider-reported cost wins where the
+    rate honours it); never negative, as :class:`TokenUsage` keeps its numbers."""
+    usage = as_priced(usage, rate)
     if usage.provider_cost is not None:
         return nano_from_usd(usage.provider_cost)
     if rate.price is None:

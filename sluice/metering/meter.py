@@ -29,8 +29,9 @@ class Ticket(msgspec.Struct, frozen=True):
     amount: int
 
     def capped(self, charge: int) -> int:
-        """A charge never exceeds its hold, so no balance goes below zero."""
-        return min(charge, self.amount)
+        """A charge is never below zero nor above its hold, so no balance goes below
+        zero and none goes up by being charged."""
+        return min(max(charge, 0), self.amount)
 
 
 class Meter:

@@ -5,9 +5,16 @@ four characters of text, rounded up, plus four tokens of framing per message and
 three for the reply's priming. It is used for streams that were cut before the
 provider sent usage; provider-reported counts always win. Credit holds use
 :func:`prompt_token_ceiling`, an upper bound rather than a guess.
+
+Reported counts are untrusted input (docs/metering.md): every :class:`TokenUsage`, however
+it was built, holds counts in ``0 .. MAX_REPORTED_TOKENS`` and a cost that is finite,
+not negative and at most ``MAX_REPORTED_COST_USD`` (a cost that is not a number, or is
+negative, is dropped: the request is priced from our table instead).
 """
 
 from __future__ import annotations
+
+import math
 
 import msgspec
 
@@ -16,7 +23,17 @@ from sluice.wire.chat import ChatRequest, TextPart, message_text
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
 REPLY_PRIMING_TOKENS = 3
+MAX_REPORTED_TOKENS = 100_000_000
+"""The most tokens of one kind one request may be said to use; a count above is clamped."""
+MAX_REPORTED_COST_USD = 10_000.0
+"""The most one request may be said to cost; a reported cost above is clamped."""
 _ENCODER = msgspec.json.Encoder()
+
+
+def reported_count(value: int) -> int:
+    """A count an upstream reported, within ``0 .. MAX_REPORTED_TOKENS``; providers clamp
+    each raw count before adding counts up (a negative one must not cancel others)."""
+    return min(max(value, 0), MAX_REPORTED_TOKENS)
 
 
 class TokenUsage(msgspec.Struct):
@@ -29,6 +46,19 @@ class TokenUsage(msgspec.Struct):
     reasoning_tokens: int = 0
     provider_cost: float | None = None
     estimated: bool = False
+
+    def __post_init__(self) -> None:
+        self.prompt_tokens = reported_count(self.prompt_tokens)
+        self.completion_tokens = reported_count(self.completion_tokens)
+        self.cached_tokens = reported_count(self.cached_tokens)
+        self.cache_write_tokens = reported_count(self.cache_write_tokens)
+        self.reasoning_tokens = reported_count(self.reasoning_tokens)
+        cost = self.provider_cost
+        if cost is not None:
+            if not math.isfinite(cost) or cost < 0:
+                self.provider_cost = None
+            elif cost > MAX_REPORTED_COST_USD:
+                self.provider_cost = MAX_REPORTED_COST_USD
 
     @property
     def total_tokens(self) -> int:

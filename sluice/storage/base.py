@@ -7,7 +7,10 @@ SQL. The invariants a backend keeps, under concurrency and across processes:
 * ``account.held`` is the sum of the account's open holds, and a hold is only placed
   when ``balance - held`` covers it (the check and the update are one atomic step);
 * ``account.balance`` is the sum of the account's ledger entries (credits positive,
-  charges negative); ``sluice ledger reconcile`` checks both.
+  charges negative);
+* a charge is never negative (its ledger amount is never positive) and never more
+  than its hold; a database constraint refuses both, and ``sluice ledger reconcile``
+  checks all four, including rows written before the constraint existed.
 """
 
 from __future__ import annotations
@@ -17,6 +20,11 @@ from typing import Protocol
 import msgspec
 
 from sluice.config import PriceConfig, Timeouts
+
+
+class ConstraintViolationError(Exception):
+    """A write the database refused because it would break an invariant above (a
+    negative charge, a charge beyond its hold); nothing of that write was kept."""
 
 
 class Principal(msgspec.Struct, frozen=True):
@@ -77,19 +85,40 @@ class Settlement(msgspec.Struct, frozen=True):
 
 class Mismatch(msgspec.Struct, frozen=True):
     account: str
-    what: str  # "balance" or "held"
+    what: str
+    """``balance`` or ``held`` (stored vs. summed), ``negative_charges`` (what charges
+    credited) or ``charges_beyond_holds`` (what holds were charged past their amount or
+    below zero); for the last two ``expected`` is 0."""
     stored: int
     expected: int
 
 
-def mismatches(rows: list[tuple[str, int, int, int, int]]) -> list[Mismatch]:
-    """From ``(name, balance, Σ ledger, held, Σ open holds)`` rows: what does not add up."""
+RECONCILE_SUMS = (
+    "(SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.account_id = a.id), "
+    "a.held, (SELECT COALESCE(SUM(amount), 0) FROM holds h "
+    "         WHERE h.account_id = a.id AND h.released_at IS NULL), "
+    "(SELECT COALESCE(SUM(amount), 0) FROM ledger l "
+    "         WHERE l.account_id = a.id AND l.kind = 'charge' AND l.amount > 0), "
+    "(SELECT COALESCE(SUM(CASE WHEN h.charged > h.amount THEN h.charged - h.amount "
+    "         ELSE -h.charged END), 0) FROM holds h "
+    "         WHERE h.account_id = a.id AND (h.charged > h.amount OR h.charged < 0))"
+)
+"""The sums :func:`mismatches` reads, per account row ``a`` (same SQL on both backends)."""
+
+
+def mismatches(rows: list[tuple[str, int, int, int, int, int, int]]) -> list[Mismatch]:
+    """From ``(name, balance, Σ ledger, held, Σ open holds, Σ credited by charges,
+    Σ charged outside holds)`` rows: what does not add up."""
     out = []
-    for name, balance, ledger_sum, held, open_sum in rows:
+    for name, balance, ledger_sum, held, open_sum, credited, outside in rows:
         if balance != ledger_sum:
             out.append(Mismatch(name, "balance", balance, ledger_sum))
         if held != open_sum:
             out.append(Mismatch(name, "held", held, open_sum))
+        if credited:
+            out.append(Mismatch(name, "negative_charges", int(credited), 0))
+        if outside:
+            out.append(Mismatch(name, "charges_beyond_holds", int(outside), 0))
     return out
 
 
@@ -130,6 +159,9 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     disconnect: str | None = None
     guardrails: list[dict[str, str]] = []
     """What guardrails did: ``{name, stage, action, outcome}`` each, never matched text."""
+    repairs: list[dict[str, object]] = []
+    """What the gateway changed in what the upstream sent: a dropped choice, a renumbered
+    tool call (``{kind, choice, upstream_index, index}``)."""
 
 
 class StoredConnection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -200,7 +232,9 @@ class Store(Protocol):
         ...
 
     async def settle(self, settlements: list[Settlement]) -> None:
-        """Charge and release: one ledger entry per settlement, in one transaction."""
+        """Charge and release: one ledger entry per settlement, in one transaction.
+        Raises :class:`ConstraintViolationError` (and writes nothing) when one of them would
+        break an invariant."""
         ...
 
     async def reclaim_expired(self, now: int) -> int:

@@ -3,8 +3,10 @@
 The request hands its rows to :class:`WriteBehind` (no await, no I/O) and goes on; one
 task writes them in batches. A failed batch is retried a few times, then dropped with
 an error in the log: an unsettled hold expires and is reclaimed, so money stays
-consistent (the request is then not charged). The same task reclaims expired holds
-now and then. ``close`` drains what is queued.
+consistent (the request is then not charged). A batch the database refuses for one
+bad row (:class:`~sluice.storage.base.ConstraintViolationError`) is written row by row, so
+only that row is dropped. The same task reclaims expired holds now and then.
+``close`` drains what is queued.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from sluice.storage.base import RequestRecord, Settlement, Store
+from sluice.storage.base import ConstraintViolationError, RequestRecord, Settlement, Store
 
 _log = logging.getLogger("sluice.storage")
 _RETRIES = 5
@@ -110,6 +112,13 @@ class WriteBehind:
         for attempt in range(_RETRIES):
             try:
                 await write(rows)
+                return
+            except ConstraintViolationError:
+                if len(rows) == 1:
+                    _log.error("dropping a %s row the database refused: %s", what, rows[0])
+                    return
+                for row in rows:  # find the bad one; the others still land
+                    await self._write(what, write, [row])
                 return
             except Exception:
                 if attempt == _RETRIES - 1:

@@ -2,9 +2,19 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.metering.charges import Rate, hold_amount, nano_from_pico, nano_from_usd_text
+from sluice.metering.charges import (
+    Rate,
+    as_priced,
+    charge,
+    hold_amount,
+    nano_from_pico,
+    nano_from_usd_text,
+)
+from sluice.metering.meter import Ticket
 from sluice.metering.pricing import Price, cost_pico, priced_usage, usd
 from sluice.metering.tokens import (
+    MAX_REPORTED_COST_USD,
+    MAX_REPORTED_TOKENS,
     TokenUsage,
     estimate_prompt_tokens,
     prompt_token_ceiling,
@@ -108,3 +118,47 @@ def test_a_hold_prices_the_prompt_at_its_dearest_rate() -> None:
         == nano_from_pico(prompt * writes.cache_write + 100 * writes.output)
         > held(plain)
     )
+
+
+@pytest.mark.parametrize(
+    ("reported", "expected"),
+    [
+        (
+            TokenUsage(prompt_tokens=-5, completion_tokens=-(10**6), cached_tokens=-1),
+            TokenUsage(prompt_tokens=0, completion_tokens=0, cached_tokens=0),
+        ),
+        (
+            TokenUsage(prompt_tokens=10**18, reasoning_tokens=10**18, cache_write_tokens=10**18),
+            TokenUsage(
+                prompt_tokens=MAX_REPORTED_TOKENS,
+                reasoning_tokens=MAX_REPORTED_TOKENS,
+                cache_write_tokens=MAX_REPORTED_TOKENS,
+            ),
+        ),
+        (TokenUsage(provider_cost=-300.0), TokenUsage(provider_cost=None)),
+        (TokenUsage(provider_cost=float("nan")), TokenUsage(provider_cost=None)),
+        (TokenUsage(provider_cost=float("inf")), TokenUsage(provider_cost=None)),
+        (TokenUsage(provider_cost=1e300), TokenUsage(provider_cost=MAX_REPORTED_COST_USD)),
+        (TokenUsage(provider_cost=0.25), TokenUsage(provider_cost=0.25)),
+    ],
+    ids=["negative", "huge", "negative-cost", "nan", "inf", "absurd-cost", "sane"],
+)
+def test_reported_usage_is_kept_within_bounds(reported: TokenUsage, expected: TokenUsage) -> None:
+    assert reported == expected
+
+
+def test_a_charge_is_never_negative_nor_above_its_hold() -> None:
+    rate = Rate(SONNET, "list")
+    assert charge(TokenUsage(prompt_tokens=-(10**9), completion_tokens=-1), rate) == 0
+    assert charge(TokenUsage(completion_tokens=1, provider_cost=-5.0), rate) == 15_000  # table
+    ticket = Ticket("hold_1", "acct", "key", "req", amount=1000)
+    assert (ticket.capped(-305), ticket.capped(400), ticket.capped(10**12)) == (0, 400, 1000)
+
+
+def test_a_cost_reported_by_an_accounts_own_connection_is_not_charged() -> None:
+    usage = TokenUsage(prompt_tokens=1000, completion_tokens=1000, provider_cost=0.0)
+    operators = Rate(SONNET, "list")
+    tenants = Rate(SONNET, "list", honours_provider_cost=False)
+    assert charge(usage, operators) == 0  # the operator's router said it was free
+    assert charge(usage, tenants) == 18_000_000  # $3 + $15 per million, from our table
+    assert as_priced(usage, tenants).provider_cost is None

@@ -8,8 +8,16 @@ import pytest
 
 from sluice.accounts.keys import key_digest, key_prefix, new_key
 from sluice.errors import ConflictError, NotFoundError
-from sluice.storage.base import HoldRequest, RequestRecord, Settlement, Store
+from sluice.storage.base import (
+    ConstraintViolationError,
+    HoldRequest,
+    RequestRecord,
+    Settlement,
+    Store,
+)
 from sluice.storage.factory import open_store
+from sluice.storage.postgres import PostgresStore
+from sluice.storage.sqlite import SqliteStore
 
 USD = 10**9
 
@@ -200,3 +208,49 @@ async def test_a_batch_settles_several_accounts_once_each(store: Store) -> None:
     assert (after_a.balance, after_a.held) == (10 * USD - 300, 0)
     assert (after_b.balance, after_b.held) == (10 * USD - 300, 0)
     assert await store.reconcile() == []
+
+
+async def raw_write(store: Store, sqlite_sql: str, postgres_sql: str) -> None:
+    """A statement straight on the database, past every check of the store (to plant
+    rows written before a constraint existed)."""
+    if isinstance(store, SqliteStore):
+        await store.write(lambda tx: tx.execute(sqlite_sql))
+    else:
+        assert isinstance(store, PostgresStore)
+        await store.pool.execute(postgres_sql)
+
+
+async def test_the_database_refuses_a_negative_charge_and_writes_nothing(store: Store) -> None:
+    account_id = await account(store, credits=1 * USD)
+    await store.place_hold(hold(account_id, 1, USD // 2))
+    minting = Settlement("hold_1", account_id, "key_1", "req_1", -305 * USD, now=20)
+    with pytest.raises(ConstraintViolationError):
+        await store.settle([minting])
+    await store.place_hold(hold(account_id, 2, USD // 4))
+    beyond = Settlement("hold_2", account_id, "key_1", "req_2", USD // 2, now=20)
+    with pytest.raises(ConstraintViolationError):
+        await store.settle([beyond])  # more than its hold of $0.25
+    after = await store.get_account("team")
+    assert after is not None and (after.balance, after.held) == (USD, USD // 2 + USD // 4)
+    assert await store.reconcile() == []
+
+
+async def test_reconcile_flags_negative_charges_and_charges_beyond_holds(store: Store) -> None:
+    """Rows from before the constraints: the books add up, yet they are wrong."""
+    account_id = await account(store, credits=1 * USD)
+    for table, guard in (
+        ("ledger", "ledger_charge_not_negative"),
+        ("holds", "holds_charge_within_hold"),
+    ):
+        await raw_write(
+            store, f"DROP TRIGGER {guard}", f"ALTER TABLE {table} DROP CONSTRAINT {guard}"
+        )
+    await store.place_hold(hold(account_id, 1, USD // 2))
+    await store.settle([Settlement("hold_1", account_id, "key_1", "req_1", -305 * USD, now=20)])
+    await store.place_hold(hold(account_id, 2, USD // 4))
+    await store.settle([Settlement("hold_2", account_id, "key_1", "req_2", USD // 2, now=20)])
+    found = {(m.what, m.stored) for m in await store.reconcile()}
+    assert found == {
+        ("negative_charges", 305 * USD),
+        ("charges_beyond_holds", 305 * USD + USD // 4),
+    }

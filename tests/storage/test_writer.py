@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sluice.storage.base import RequestRecord
+from sluice.storage.base import HoldRequest, RequestRecord, Settlement
 from sluice.storage.sqlite import SqliteStore
 from sluice.storage.writer import WriteBehind
 
@@ -46,3 +46,26 @@ async def test_a_logged_request_can_be_read_back_under_steady_load(tmp_path: Pat
         await writer.close()
         await store.close()
     assert found is not None and found.id == "req_mine"
+
+
+async def test_a_batch_with_a_refused_row_still_lands_its_other_rows(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "db.sqlite")
+    await store.open()
+    await store.migrate()
+    usd = 10**9
+    account = await store.create_account("acct_t", "team", metered=True, credits=usd, now=1)
+    for n in range(3):
+        hold = HoldRequest(f"hold_{n}", account.id, "key_1", f"req_{n}", usd // 10, 1, 10**10)
+        assert await store.place_hold(hold)
+    writer = WriteBehind(store, time.time, interval=0.01)
+    writer.start()
+    try:
+        for n, charge in enumerate((1000, -50 * usd, 2000)):  # the second would mint credits
+            writer.settle(Settlement(f"hold_{n}", account.id, "key_1", f"req_{n}", charge, 5))
+        await writer.flush()
+        after = await store.get_account("team")
+    finally:
+        await writer.close()
+        await store.close()
+    assert after is not None
+    assert (after.balance, after.held, after.open_holds) == (usd - 3000, usd // 10, 1)

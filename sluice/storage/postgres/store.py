@@ -14,7 +14,9 @@ import msgspec
 
 from sluice.errors import ConfigError, ConflictError, NotFoundError
 from sluice.storage.base import (
+    RECONCILE_SUMS,
     Account,
+    ConstraintViolationError,
     HoldRequest,
     KeyInfo,
     Mismatch,
@@ -252,15 +254,18 @@ class PostgresStore(PostgresTenants):
         for s in settlements:
             first.setdefault(s.request_id, s)
         unique = list(first.values())
-        await self.pool.execute(
-            _SETTLE_BATCH,
-            [s.hold_id for s in unique],
-            [s.account_id for s in unique],
-            [s.key_id for s in unique],
-            [s.request_id for s in unique],
-            [s.charge for s in unique],
-            [s.now for s in unique],
-        )
+        try:
+            await self.pool.execute(
+                _SETTLE_BATCH,
+                [s.hold_id for s in unique],
+                [s.account_id for s in unique],
+                [s.key_id for s in unique],
+                [s.request_id for s in unique],
+                [s.charge for s in unique],
+                [s.now for s in unique],
+            )
+        except asyncpg.IntegrityConstraintViolationError as exc:
+            raise ConstraintViolationError(str(exc)) from None
 
     async def reclaim_expired(self, now: int) -> int:
         async with self.pool.acquire() as conn, conn.transaction():
@@ -279,13 +284,9 @@ class PostgresStore(PostgresTenants):
 
     async def reconcile(self) -> list[Mismatch]:
         rows = await self.pool.fetch(
-            "SELECT a.name, a.balance, "
-            "(SELECT COALESCE(SUM(amount), 0)::bigint FROM ledger l WHERE l.account_id = a.id), "
-            "a.held, (SELECT COALESCE(SUM(amount), 0)::bigint FROM holds h "
-            "         WHERE h.account_id = a.id AND h.released_at IS NULL) "
-            "FROM accounts a ORDER BY a.name"
+            f"SELECT a.name, a.balance, {RECONCILE_SUMS} FROM accounts a ORDER BY a.name"
         )
-        return mismatches([tuple(row) for row in rows])
+        return mismatches([(row[0], *(int(v) for v in row[1:])) for row in rows])
 
     # -- request log -------------------------------------------------------------------
 

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from sluice.storage.base import HoldRequest, Mismatch, Settlement, mismatches
+import sqlite3
+
+from sluice.storage.base import (
+    RECONCILE_SUMS,
+    ConstraintViolationError,
+    HoldRequest,
+    Mismatch,
+    Settlement,
+    mismatches,
+)
 from sluice.storage.sqlite.connection import SqliteBase, Tx
 
 
@@ -78,17 +87,16 @@ class SqliteLedger(SqliteBase):
             for settlement in settlements:
                 _settle_one(tx, settlement)
 
-        await self.write(work)
+        try:
+            await self.write(work)
+        except sqlite3.IntegrityError as exc:
+            raise ConstraintViolationError(str(exc)) from None
 
     async def reclaim_expired(self, now: int) -> int:
         return await self.write(lambda tx: _reclaim(tx, now))
 
     async def reconcile(self) -> list[Mismatch]:
         rows = await self.all(
-            "SELECT a.name, a.balance, "
-            "(SELECT COALESCE(SUM(amount), 0) FROM ledger l WHERE l.account_id = a.id), "
-            "a.held, (SELECT COALESCE(SUM(amount), 0) FROM holds h "
-            "         WHERE h.account_id = a.id AND h.released_at IS NULL) "
-            "FROM accounts a ORDER BY a.name"
+            f"SELECT a.name, a.balance, {RECONCILE_SUMS} FROM accounts a ORDER BY a.name"
         )
         return mismatches([tuple(row) for row in rows])
