@@ -16,6 +16,7 @@ import msgspec
 from sluice.errors import ConfigError
 from sluice.guardrails.config import GuardrailConfig
 from sluice.limits.bucket import LimitSpec
+from sluice.wire.bounds import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_JSON_DEPTH
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -45,11 +46,14 @@ class Secret:
 
 
 class Timeouts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Seconds. ``stall``: longest silence between upstream events (SPEC §3)."""
+    """Seconds. ``stall``: longest silence between upstream events; ``total``: longest
+    an upstream call may take, from sending the request to the last byte (a stream
+    that trickles a byte now and then still ends)."""
 
     connect: Annotated[float, msgspec.Meta(gt=0)] = 10.0
     first_event: Annotated[float, msgspec.Meta(gt=0)] = 60.0
     stall: Annotated[float, msgspec.Meta(gt=0)] = 120.0
+    total: Annotated[float, msgspec.Meta(gt=0)] = 600.0
 
 
 class PriceConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -119,7 +123,27 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     sse_keepalive_interval: float = 15.0
     """Seconds between ``: keep-alive`` comments while waiting for the first upstream
     event; 0 sends none."""
-    upstream_error_body_bytes: int = 64 * 1024
+    upstream_error_body_bytes: Annotated[int, msgspec.Meta(gt=0)] = 64 * 1024
+    upstream_body_bytes: Annotated[int, msgspec.Meta(gt=0)] = 64 * 1024 * 1024
+    """Largest whole (non-streamed) answer read from an upstream."""
+    upstream_event_bytes: Annotated[int, msgspec.Meta(gt=0)] = DEFAULT_MAX_EVENT_BYTES
+    """Longest line and largest event of an upstream stream; past it the stream ends
+    with ``upstream_event_too_large``."""
+    max_json_depth: Annotated[int, msgspec.Meta(ge=8)] = DEFAULT_MAX_JSON_DEPTH
+    """Deepest nesting of arrays and objects a request body may have."""
+    shutdown_grace: Annotated[float, msgspec.Meta(ge=0)] = 5.0
+    """Seconds a stop waits for responses in flight; then each live stream ends with
+    ``server_shutting_down``."""
+    max_concurrent_bodies: Annotated[int, msgspec.Meta(gt=0)] = 64
+    """Request bodies being received at once, over all connections; one more is refused
+    with 503 and ``Retry-After`` before it is read."""
+    max_buffered_body_bytes: Annotated[int, msgspec.Meta(gt=0)] = 64 * 1024 * 1024
+    """Bytes of request bodies being received at once (by ``Content-Length``, or as
+    they arrive when chunked); a body that would pass it is refused the same way."""
+    client_write_buffer_bytes: Annotated[int, msgspec.Meta(gt=0)] = 64 * 1024
+    """Bytes the gateway buffers for one client that is not reading; beyond it the
+    stream waits (and stops reading its upstream) until the client reads or is cut
+    after ``client_write_timeout``."""
 
 
 class RoutingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -10,7 +10,7 @@ Nothing after ``[DONE]`` or an error event is read.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from msgspec import Struct
@@ -28,6 +28,7 @@ from sluice.client.events import (
     Usage,
     UsageReport,
 )
+from sluice.wire.bounds import EventTooLargeError
 from sluice.wire.sse import ServerSentEvent, SSEDecoder
 
 
@@ -134,7 +135,7 @@ class _CallParts:
         text = "".join(self.arguments)
         try:
             parsed: Any = msgspec.json.decode(text)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             return ToolCall(index, self.id, self.name, text, valid_json=False)
         return ToolCall(index, self.id, self.name, text, valid_json=True, parsed=parsed)
 
@@ -208,7 +209,15 @@ class StreamAccumulator:
 
     def feed(self, data: bytes, at: float) -> list[StreamEvent]:
         out: list[StreamEvent] = []
-        for sse in self._decoder.feed(data):
+        try:
+            events = self._decoder.feed(data)
+        except EventTooLargeError as exc:
+            for sse in exc.decoded:
+                self._event(cast(ServerSentEvent, sse), at, out)
+            message = f"an event exceeded {exc.limit} bytes"
+            self.fail(ErrorInfo("invalid_response", message, "event_too_large"))
+            return out
+        for sse in events:
             self._event(sse, at, out)
         return out
 
@@ -274,6 +283,9 @@ class StreamAccumulator:
             event = _DECODER.decode(sse.data)
         except msgspec.DecodeError as exc:
             self._error = ErrorInfo("invalid_response", f"undecodable event: {exc}", "bad_event")
+            return
+        except RecursionError:
+            self._error = ErrorInfo("invalid_response", "an event nests too deep", "bad_event")
             return
         self._remember(event)
         if event.usage is not None:

@@ -138,11 +138,11 @@ class SchemaRule:
         self._validator = SchemaValidator(schema)
 
     def accepts(self, text: str) -> bool:
+        """Nesting too deep to decode or walk fails the rule like malformed JSON."""
         try:
-            value = msgspec.json.decode(text)
-        except msgspec.DecodeError:
+            return self._validator.valid(msgspec.json.decode(text))
+        except (msgspec.DecodeError, RecursionError):
             return False
-        return self._validator.valid(value)
 
 
 def schema_rule(conf: GuardrailConfig) -> SchemaRule:

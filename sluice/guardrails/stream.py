@@ -6,8 +6,9 @@ Channel`): per choice its ``content``, ``reasoning_content`` and ``refusal``, an
 first fragment with its id and name) passes at once, in order. Before a choice's
 finish chunk every channel of that choice is checked to its end and released, so the
 finish chunk comes last. Within a channel the order is kept; a held tail may come out
-after chunks of another channel of the same choice. ``logprobs`` are dropped: they
-would spell out the text the window holds back.
+after chunks of another channel of the same choice. ``logprobs`` are dropped, on a
+stream and on a whole answer alike: their tokens would spell out the text a rule
+holds back, redacts or blocks.
 
 On a ``block`` the guard stops: :attr:`StreamGuard.failure` holds the
 :class:`~sluice.errors.GuardrailBlockedError`, what it returned before stays released.
@@ -169,7 +170,8 @@ class StreamGuard:
                 )
                 for n, call in enumerate(msg.tool_calls)
             ]
-        return msgspec.structs.replace(choice, message=msgspec.structs.replace(msg, **fields))
+        message = msgspec.structs.replace(msg, **fields)
+        return msgspec.structs.replace(choice, message=message, logprobs=UNSET)
 
     def _whole(self, key: ChannelKey, text: str) -> str:
         if self.failure is not None:

@@ -59,7 +59,7 @@ class WebhookClient:
                 return _ANSWER.decode(await resp.read()).allowed
         except aiohttp.ClientError:
             return "the checker could not be reached"
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             return "the checker's answer was not understood"
 
     async def close(self) -> None:

@@ -14,8 +14,10 @@ import msgspec
 
 from sluice.config import Secret, Timeouts
 from sluice.errors import ApiError
+from sluice.ids import IdFactory
 from sluice.metering.pricing import Price
 from sluice.metering.tokens import TokenUsage
+from sluice.wire.bounds import DEFAULT_MAX_EVENT_BYTES
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import Choice, CompletionChoice
 
@@ -80,11 +82,35 @@ class UpstreamRequest(msgspec.Struct):
     aws_sigv4: AwsSigning | None = None
 
 
+class Repair(msgspec.Struct, frozen=True):
+    """Something an upstream sent that normalizing changed, for the request log:
+    ``choice_dropped`` (a choice index the request did not ask for) or
+    ``tool_call_renumbered`` (``upstream_index`` became ``index``)."""
+
+    kind: str
+    choice: int
+    upstream_index: int | None = None
+    index: int | None = None
+
+
 class ParsedCompletion(msgspec.Struct):
-    """A non-streaming answer, provider-neutral."""
+    """A non-streaming answer, provider-neutral. ``repairs``: what normalizing it changed
+    (:class:`~sluice.providers.normalize.Repair`), for the request log."""
 
     choices: list[CompletionChoice]
     usage: TokenUsage | None
+    repairs: list[Repair] = msgspec.field(default_factory=list)
+
+
+class StreamShape(msgspec.Struct, frozen=True):
+    """What one translator accepts from its upstream: the choices the request asked for
+    (any other index is dropped) and the largest event its decoder may buffer."""
+
+    choices: int = 1
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+
+
+DEFAULT_SHAPE = StreamShape()
 
 
 class StreamTranslator(Protocol):
@@ -113,6 +139,20 @@ class StreamTranslator(Protocol):
     def feed(self, data: bytes) -> ChunkBatch: ...
 
     def finish(self) -> ChunkBatch: ...
+
+
+class AdapterBase:
+    """What every adapter is built with: its kind, the id factory, the event bound."""
+
+    def __init__(
+        self, kind: str, new_id: IdFactory, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    ) -> None:
+        self.kind = kind
+        self._new_id = new_id
+        self._max_event_bytes = max_event_bytes
+
+    def _shape(self, req: ChatRequest) -> StreamShape:
+        return StreamShape(req.choice_count, self._max_event_bytes)
 
 
 class Adapter(Protocol):

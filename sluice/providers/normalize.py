@@ -5,6 +5,11 @@ first per choice; a tool call's first fragment carries ``index``, ``id``, ``type
 ``function.name`` and empty ``arguments``, later fragments only ``index`` and a piece
 of ``arguments``; exactly one empty-delta finish chunk per choice, with a finish
 reason from our four (``tool_calls`` when the choice called tools); nothing after it.
+Indices are made canonical: a choice the request did not ask for (``index`` outside
+``0 .. n-1``) is dropped, and each choice's tool calls are numbered 0, 1, … in the order
+they first appear, whatever indices the upstream used (gaps, negatives, repeats of a
+finished call's number are its own). Every such repair is kept in :attr:`ChunkEmitter.
+repairs` for the request log.
 """
 
 from __future__ import annotations
@@ -14,8 +19,15 @@ from msgspec import UNSET, Raw, UnsetType
 
 from sluice.errors import UpstreamError
 from sluice.ids import IdFactory
-from sluice.providers.base import ChunkBatch
-from sluice.wire.chunks import FINISH_REASONS, Choice, Delta, FunctionDelta, ToolCallDelta
+from sluice.providers.base import ChunkBatch, Repair
+from sluice.wire.chunks import (
+    FINISH_REASONS,
+    Choice,
+    CompletionChoice,
+    Delta,
+    FunctionDelta,
+    ToolCallDelta,
+)
 
 
 def normalize_finish_reason(reason: str, called_tools: bool) -> str:
@@ -48,17 +60,53 @@ class _PendingCall:
         self.pieces: list[str] = []
 
 
+def canonical_choices(
+    choices: list[CompletionChoice], count: int
+) -> tuple[list[CompletionChoice], list[Repair]]:
+    """A whole answer's choices that the request asked for (index ``0 .. count-1``, the
+    first of each), and a repair noted for every other one; raises when none is left."""
+    kept: list[CompletionChoice] = []
+    repairs: list[Repair] = []
+    seen: set[int] = set()
+    for choice in choices:
+        if 0 <= choice.index < count and choice.index not in seen:
+            seen.add(choice.index)
+            kept.append(choice)
+        else:
+            repairs.append(Repair("choice_dropped", choice.index))
+    if not kept:
+        raise UpstreamError(
+            "The provider's response has no choice the request asked for.", code="upstream_empty"
+        )
+    return kept, repairs
+
+
 class ChunkEmitter:
-    """Collects normalized chunks; ``take`` hands them over."""
+    """Collects normalized chunks; ``take`` hands them over. ``choices``: how many the
+    request asked for (``n``)."""
 
-    __slots__ = ("_calls", "_finish", "_new_id", "_out", "output_chars")
+    __slots__ = (
+        "_call_index",
+        "_calls",
+        "_choices",
+        "_finish",
+        "_new_id",
+        "_next_call",
+        "_out",
+        "output_chars",
+        "repairs",
+    )
 
-    def __init__(self, new_id: IdFactory) -> None:
+    def __init__(self, new_id: IdFactory, choices: int = 1) -> None:
         self._new_id = new_id
+        self._choices = choices
         self._finish: dict[int, str | None] = {}  # choice -> its finish reason, once sent
-        self._calls: dict[tuple[int, int], _PendingCall] = {}  # (choice, index), as sent
+        self._calls: dict[tuple[int, int], _PendingCall] = {}  # (choice, our index)
+        self._call_index: dict[tuple[int, int], int] = {}  # (choice, upstream's) -> ours
+        self._next_call: dict[int, int] = {}  # choice -> its next tool-call index
         self._out: ChunkBatch = []
         self.output_chars = 0
+        self.repairs: list[Repair] = []
 
     # -- emitting ------------------------------------------------------------------
 
@@ -71,6 +119,8 @@ class ChunkEmitter:
     ) -> None:
         """Emit an OpenAI-shaped delta, repairing whatever does not fit our shape."""
         if index not in self._finish:
+            if not self._asked_for(index):
+                return
             self._start(index)
         elif self._finish[index] is not None:
             return
@@ -104,7 +154,7 @@ class ChunkEmitter:
 
     def start(self, index: int) -> None:
         """Open a choice (its role chunk) before any content, as a message-start event does."""
-        if index not in self._finish:
+        if index not in self._finish and self._asked_for(index):
             self._start(index)
 
     def text(self, index: int, text: str) -> None:
@@ -133,6 +183,8 @@ class ChunkEmitter:
 
     def finish(self, index: int, reason: str) -> None:
         if index not in self._finish:
+            if not self._asked_for(index):
+                return
             self._start(index)
         elif self._finish[index] is not None:
             return
@@ -172,6 +224,15 @@ class ChunkEmitter:
 
     # -- internals -----------------------------------------------------------------
 
+    def _asked_for(self, index: int) -> bool:
+        """Whether a choice the upstream started is one the request asked for; a choice
+        it did not is dropped, noted once."""
+        if 0 <= index < self._choices:
+            return True
+        if not any(r.kind == "choice_dropped" and r.choice == index for r in self.repairs):
+            self.repairs.append(Repair("choice_dropped", index))
+        return False
+
     def _start(self, index: int) -> None:
         self._finish[index] = None
         self._out.append([Choice(index, Delta(role="assistant", content=""), None)])
@@ -181,15 +242,20 @@ class ChunkEmitter:
         for call in calls:
             fn = call.function
             args = fn.arguments if isinstance(fn, FunctionDelta) else UNSET
-            if (choice, call.index) not in self._calls:
+            index = self._call_index.get((choice, call.index))
+            if index is None:
+                index = self._call_index[choice, call.index] = self._next_call.get(choice, 0)
+                self._next_call[choice] = index + 1
+                if index != call.index:
+                    self.repairs.append(Repair("tool_call_renumbered", choice, call.index, index))
                 call_id = call.id if isinstance(call.id, str) and call.id else self._new_id("call")
                 name = fn.name if isinstance(fn, FunctionDelta) else UNSET
                 text_name = name if isinstance(name, str) else ""
                 first = FunctionDelta(name=text_name, arguments="")
-                out.append(ToolCallDelta(call.index, call_id, "function", first))
-                self._calls[choice, call.index] = _PendingCall(call_id, text_name)
+                out.append(ToolCallDelta(index, call_id, "function", first))
+                self._calls[choice, index] = _PendingCall(call_id, text_name)
             if isinstance(args, str) and args:
                 self.output_chars += len(args)
-                out.append(ToolCallDelta(call.index, function=FunctionDelta(arguments=args)))
-                self._calls[choice, call.index].pieces.append(args)
+                out.append(ToolCallDelta(index, function=FunctionDelta(arguments=args)))
+                self._calls[choice, index].pieces.append(args)
         return out

@@ -19,7 +19,10 @@ from sluice.errors import ApiError, UpstreamError
 from sluice.ids import IdFactory
 from sluice.metering.tokens import TokenUsage
 from sluice.providers.base import (
+    DEFAULT_SHAPE,
+    AdapterBase,
     ParsedCompletion,
+    StreamShape,
     Target,
     UpstreamRequest,
 )
@@ -170,8 +173,8 @@ def _error_text(detail: _ErrorDetail | str) -> tuple[str, str | None]:
 class OpenAIStreamTranslator(SSEStreamTranslator):
     """OpenAI chat-completion chunks in, normalized chunks out."""
 
-    def __init__(self, new_id: IdFactory) -> None:
-        super().__init__(new_id)
+    def __init__(self, new_id: IdFactory, shape: StreamShape = DEFAULT_SHAPE) -> None:
+        super().__init__(new_id, shape)
         self._ids: dict[int, list[str]] = {}
 
     def _event(self, event: ServerSentEvent) -> None:
@@ -294,12 +297,8 @@ def parse_openai_error(status: int, headers: Mapping[str, str], body: bytes) -> 
     )
 
 
-class OpenAIAdapter:
+class OpenAIAdapter(AdapterBase):
     """``openai``, ``openai-compatible`` and ``deepseek`` connections."""
-
-    def __init__(self, kind: str, new_id: IdFactory) -> None:
-        self.kind = kind
-        self._new_id = new_id
 
     def build_request(self, req: ChatRequest, target: Target) -> UpstreamRequest:
         conn = target.connection
@@ -333,4 +332,4 @@ class OpenAIAdapter:
         return parse_openai_error(status, headers, body)
 
     def stream(self, req: ChatRequest) -> OpenAIStreamTranslator:
-        return OpenAIStreamTranslator(self._new_id)
+        return OpenAIStreamTranslator(self._new_id, self._shape(req))

@@ -15,11 +15,13 @@ import msgspec
 from sluice.errors import ConfigError
 from sluice.ids import IdFactory
 from sluice.providers.base import Adapter
+from sluice.wire.bounds import DEFAULT_MAX_EVENT_BYTES
 
 
 class ProviderSpec(msgspec.Struct, frozen=True):
     kind: str
-    make: Callable[[str, IdFactory], Adapter]
+    make: Callable[[str, IdFactory, int], Adapter]
+    """``(kind, new_id, max_event_bytes)`` -> the adapter."""
     default_base_url: str | None
     env_key: str | None = None
     """Environment variable whose presence creates a connection (``env_connections``)."""
@@ -30,12 +32,12 @@ class ProviderSpec(msgspec.Struct, frozen=True):
     """Signed for a region (AWS): one is required unless the connection has an API key."""
 
 
-def _adapter(module: str, name: str) -> Callable[[str, IdFactory], Adapter]:
+def _adapter(module: str, name: str) -> Callable[[str, IdFactory, int], Adapter]:
     """Import an adapter's module on first use: `import sluice` stays light."""
 
-    def make(kind: str, new_id: IdFactory) -> Adapter:
+    def make(kind: str, new_id: IdFactory, max_event_bytes: int) -> Adapter:
         cls = getattr(importlib.import_module(f"sluice.providers.{module}"), name)
-        return cast(Adapter, cls(kind, new_id))
+        return cast(Adapter, cls(kind, new_id, max_event_bytes))
 
     return make
 
@@ -81,16 +83,19 @@ def provider_spec(kind: str) -> ProviderSpec:
 
 
 class AdapterRegistry:
-    """One adapter per kind, built on first use with the gateway's id factory."""
+    """One adapter per kind, built on first use with the gateway's id factory and the
+    largest stream event an upstream may send."""
 
-    def __init__(self, new_id: IdFactory) -> None:
+    def __init__(self, new_id: IdFactory, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         self._new_id = new_id
+        self._max_event_bytes = max_event_bytes
         self._adapters: dict[str, Adapter] = {}
 
     def adapter(self, kind: str) -> Adapter:
         adapter = self._adapters.get(kind)
         if adapter is None:
-            adapter = self._adapters[kind] = provider_spec(kind).make(kind, self._new_id)
+            make = provider_spec(kind).make
+            adapter = self._adapters[kind] = make(kind, self._new_id, self._max_event_bytes)
         return adapter
 
 

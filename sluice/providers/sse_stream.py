@@ -6,6 +6,7 @@ Subclasses implement ``_event`` for one decoded event, as :mod:`.stream_base` sa
 from __future__ import annotations
 
 from sluice.ids import IdFactory
+from sluice.providers.base import DEFAULT_SHAPE, StreamShape
 from sluice.providers.stream_base import StreamTranslatorBase
 from sluice.wire.sse import ServerSentEvent, SSEDecoder
 
@@ -13,9 +14,9 @@ from sluice.wire.sse import ServerSentEvent, SSEDecoder
 class SSEStreamTranslator(StreamTranslatorBase[ServerSentEvent]):
     __slots__ = ("_sse",)
 
-    def __init__(self, new_id: IdFactory) -> None:
-        super().__init__(new_id)
-        self._sse = SSEDecoder()
+    def __init__(self, new_id: IdFactory, shape: StreamShape = DEFAULT_SHAPE) -> None:
+        super().__init__(new_id, shape)
+        self._sse = SSEDecoder(shape.max_event_bytes)
 
     def _decode(self, data: bytes) -> list[ServerSentEvent]:
         return self._sse.feed(data)

@@ -9,28 +9,32 @@ after its role chunk is still failed over. Every attempt is recorded.
 from __future__ import annotations
 
 import asyncio
-import re
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from random import Random
 from typing import TypeVar
 
 import msgspec
 
+from sluice.config import Timeouts
 from sluice.errors import ApiError, RequestTimeoutError, ServiceUnavailableError, UpstreamError
 from sluice.providers.base import ChunkBatch, ParsedCompletion, StreamTranslator, Target
+from sluice.providers.errors import error_for_status, malformed_response, retry_after_seconds
+from sluice.providers.normalize import canonical_choices
 from sluice.providers.registry import AdapterRegistry
+from sluice.redaction import Redactor
 from sluice.routing.breaker import Breaker
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.policy import weighted_order
-from sluice.transport.http import HttpTransport, UpstreamResponse
+from sluice.transport.http import (
+    HttpTransport,
+    RequestNotSentError,
+    UpstreamResponse,
+    deadline_error,
+)
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import Choice
 
-_SECRETISH = re.compile(
-    r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{8,}|\bAIza[0-9A-Za-z_\-]{35}\b|\bBearer\s+\S+",
-    re.IGNORECASE,
-)
-_MAX_COMPLETION_BYTES = 64 * 1024 * 1024
 _T = TypeVar("_T")
 
 
@@ -78,17 +82,16 @@ def _has_event(batch: ChunkBatch) -> bool:
     return False
 
 
-def scrub_secrets(err: ApiError, target: Target) -> ApiError:
-    """Upstream messages can quote credentials; they never reach the client."""
-    message = err.message
-    key = target.connection.api_key
-    if key is not None and key.reveal():
-        message = message.replace(key.reveal(), "[redacted]")
-    message = _SECRETISH.sub("[redacted]", message)
-    if message != err.message:
-        err.message = message
-        err.args = (message,)
-    return err
+def first_event_timeout(timeouts: Timeouts, what: str) -> RequestTimeoutError:
+    """The error when nothing came within ``first_event`` seconds, or within ``total``
+    when that is shorter (both fail over: the client has seen nothing)."""
+    if timeouts.total < timeouts.first_event:
+        return deadline_error(timeouts.total)
+    return RequestTimeoutError(
+        f"The provider {what} within {timeouts.first_event:g} s.",
+        code="first_event_timeout",
+        http_status=504,
+    )
 
 
 def _groups(attempts: tuple[Attempt, ...]) -> list[list[Attempt]]:
@@ -112,6 +115,7 @@ class Router:
         clock: Callable[[], float],
         rng: Random,
         error_body_bytes: int,
+        body_bytes: int,
     ) -> None:
         self._registry = registry
         self._transport = transport
@@ -119,11 +123,19 @@ class Router:
         self._clock = clock
         self._rng = rng
         self._error_body_bytes = error_body_bytes
+        self._body_bytes = body_bytes
+
+    def scrub(self, err: ApiError, target: Target) -> ApiError:
+        """An error of an attempt on ``target`` with that request's credentials (and
+        anything credential-like) taken out of every field: upstreams quote them."""
+        key = target.connection.api_key
+        secrets = [key.reveal()] if key is not None else []
+        return Redactor([*secrets, *self._transport.signing_secrets()]).error(err)
 
     async def open_stream(
         self, req: ChatRequest, plan: Plan, records: list[AttemptRecord]
     ) -> OpenedStream:
-        return await self._run(plan, records, lambda a: self._open_stream(req, a))
+        return await self._run(plan, records, lambda a, fresh: self._open_stream(req, a, fresh))
 
     async def complete(
         self,
@@ -132,7 +144,9 @@ class Router:
         records: list[AttemptRecord],
         in_flight: InFlight | None = None,
     ) -> Completed:
-        return await self._run(plan, records, lambda a: self._complete(req, a), in_flight)
+        return await self._run(
+            plan, records, lambda a, fresh: self._complete(req, a, fresh), in_flight
+        )
 
     def ordered(self, plan: Plan) -> Sequence[Attempt]:
         """The plan's attempts, connections of a weighted model drawn by weight."""
@@ -151,12 +165,17 @@ class Router:
         self,
         plan: Plan,
         records: list[AttemptRecord],
-        once: Callable[[Attempt], Awaitable[_T]],
+        once: Callable[[Attempt, bool], Awaitable[_T]],
         in_flight: InFlight | None = None,
     ) -> _T:
+        """Each try is recorded and counts for the breaker; a request that certainly
+        never reached its upstream is tried once more, on a fresh connection
+        (``once(attempt, fresh)``), before the next attempt."""
         last: ApiError | None = None
         skipped: list[Attempt] = []
-        for attempt in self.ordered(plan):
+        tries = deque((attempt, False) for attempt in self.ordered(plan))
+        while tries:
+            attempt, fresh = tries.popleft()
             if in_flight is not None and in_flight.stopped and last is not None:
                 raise last
             key = attempt.target.connection.id
@@ -168,15 +187,17 @@ class Router:
             if in_flight is not None:
                 in_flight.attempt = attempt
             try:
-                result = await once(attempt)
+                result = await once(attempt, fresh)
             except ApiError as exc:
-                err = scrub_secrets(exc, attempt.target)
+                err = self.scrub(exc, attempt.target)
                 records.append(self._record(attempt, started, err))
                 if not err.failover:
                     self.breaker.release(key)
                     raise err from None
                 self.breaker.failure(key, self._clock(), err.retry_after)
                 last = err
+                if isinstance(err, RequestNotSentError) and not fresh:
+                    tries.appendleft((attempt, True))
                 continue
             except BaseException:
                 self.breaker.release(key)
@@ -210,22 +231,29 @@ class Router:
             message=None if err is None else err.message,
         )
 
-    async def _send(self, req: ChatRequest, attempt: Attempt) -> UpstreamResponse:
+    async def _send(self, req: ChatRequest, attempt: Attempt, fresh: bool) -> UpstreamResponse:
         target = attempt.target
         adapter = self._registry.adapter(target.connection.provider)
         upstream = adapter.build_request(req, target)
+        conn = target.connection
         resp = await self._transport.send(
-            upstream, target.connection.timeouts, guarded=target.connection.owner is not None
+            upstream, conn.timeouts, guarded=conn.owner is not None, fresh=fresh
         )
         if resp.status >= 300:
             try:
                 body = await resp.read_body(self._error_body_bytes)
             finally:
                 resp.close()
-            raise adapter.parse_error(resp.status, resp.headers, body)
+            try:
+                err = adapter.parse_error(resp.status, resp.headers, body)
+            except RecursionError:  # nested too deep to read: the status still tells
+                err = error_for_status(
+                    resp.status, None, retry_after=retry_after_seconds(resp.headers)
+                )
+            raise err
         return resp
 
-    async def _open_stream(self, req: ChatRequest, attempt: Attempt) -> OpenedStream:
+    async def _open_stream(self, req: ChatRequest, attempt: Attempt, fresh: bool) -> OpenedStream:
         """Send, then read until the first event the client must see (or the end), within
         the connection's first-event timeout; then hand over with the stall watch on."""
         timeouts = attempt.target.connection.timeouts
@@ -233,8 +261,8 @@ class Router:
         held: ChunkBatch = []
         resp: UpstreamResponse | None = None
         try:
-            async with asyncio.timeout(timeouts.first_event):
-                resp = await self._send(req, attempt)
+            async with asyncio.timeout(min(timeouts.first_event, timeouts.total)):
+                resp = await self._send(req, attempt, fresh)
                 while True:
                     data = await resp.read_chunk()
                     if not data:
@@ -250,35 +278,38 @@ class Router:
         except TimeoutError:
             if resp is not None:
                 resp.close()
-            raise RequestTimeoutError(
-                f"The provider sent nothing within {timeouts.first_event:g} s.",
-                code="first_event_timeout",
-                http_status=504,
-            ) from None
+            raise first_event_timeout(timeouts, "sent nothing") from None
         except BaseException:
             if resp is not None:
                 resp.close()
             raise
 
-    async def _complete(self, req: ChatRequest, attempt: Attempt) -> Completed:
+    async def _complete(self, req: ChatRequest, attempt: Attempt, fresh: bool) -> Completed:
         timeouts = attempt.target.connection.timeouts
         adapter = self._registry.adapter(attempt.target.connection.provider)
         try:
-            async with asyncio.timeout(timeouts.first_event):
-                resp = await self._send(req, attempt)
+            async with asyncio.timeout(min(timeouts.first_event, timeouts.total)):
+                resp = await self._send(req, attempt, fresh)
         except TimeoutError:
-            raise RequestTimeoutError(
-                f"The provider did not answer within {timeouts.first_event:g} s.",
-                code="first_event_timeout",
-                http_status=504,
-            ) from None
+            raise first_event_timeout(timeouts, "did not answer") from None
         resp.watch(timeouts.stall)
         try:
-            body = await resp.read_body(_MAX_COMPLETION_BYTES)
+            body = await resp.read_body(self._body_bytes + 1)
         except BaseException:
             resp.close()
             raise
+        if len(body) > self._body_bytes:
+            resp.close()
+            raise UpstreamError(
+                f"The provider's answer is larger than {self._body_bytes} bytes.",
+                code="upstream_response_too_large",
+            )
         resp.release()
         if not body:
             raise UpstreamError("The provider sent an empty response.", code="upstream_empty")
-        return Completed(attempt, adapter.parse_response(resp.status, resp.headers, body))
+        try:
+            parsed = adapter.parse_response(resp.status, resp.headers, body)
+        except RecursionError:
+            raise malformed_response() from None
+        choices, repairs = canonical_choices(parsed.choices, req.choice_count)
+        return Completed(attempt, ParsedCompletion(choices, parsed.usage, repairs))

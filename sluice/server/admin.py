@@ -30,7 +30,8 @@ from sluice.metering.charges import nano_from_usd_text, usd_from_nano
 from sluice.providers.registry import ProviderSpec, provider_spec, upstream_base_url
 from sluice.server.responses import JSON
 from sluice.storage.base import Account, StoredConnection
-from sluice.wire.errors import invalid_body_error
+from sluice.wire.bounds import DEFAULT_MAX_JSON_DEPTH
+from sluice.wire.errors import decode_body
 
 if TYPE_CHECKING:
     from sluice.server.app import Call, Gateway
@@ -70,10 +71,7 @@ class ConnectionBody(msgspec.Struct, forbid_unknown_fields=True):
 
 
 def _decode(body: bytes, kind: type[Any]) -> Any:
-    try:
-        return msgspec.json.decode(body or b"{}", type=kind)
-    except msgspec.DecodeError as exc:
-        raise invalid_body_error(exc) from None
+    return decode_body(msgspec.json.Decoder(kind), body or b"{}", DEFAULT_MAX_JSON_DEPTH)
 
 
 def _nano(amount: str | int | float, param: str) -> int:

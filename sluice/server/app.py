@@ -139,7 +139,7 @@ class Gateway:
         )
         routing = settings.routing
         self.router = Router(
-            registry=AdapterRegistry(new_id),
+            registry=AdapterRegistry(new_id, settings.server.upstream_event_bytes),
             transport=self.transport,
             breaker=Breaker(
                 routing.breaker_failures, routing.breaker_cooldown, routing.max_retry_after
@@ -147,6 +147,7 @@ class Gateway:
             clock=clock,
             rng=rng,
             error_body_bytes=settings.server.upstream_error_body_bytes,
+            body_bytes=settings.server.upstream_body_bytes,
         )
         self.auth = Authenticator(store, dev_key_enabled=settings.server.dev_key, clock=clock)
         self.guardrails = Guardrails(settings.guardrails)

@@ -27,16 +27,17 @@ from sluice.metering.charges import hold_amount
 from sluice.metering.tokens import estimate_prompt_tokens
 from sluice.providers.base import ChunkBatch, StreamTranslator
 from sluice.routing.plan import Attempt, Plan
-from sluice.routing.router import Completed, InFlight, OpenedStream, scrub_secrets
+from sluice.routing.router import Completed, InFlight, OpenedStream
 from sluice.server.exchange import ClientGoneError
 from sluice.server.keepalive import KeepAlive
 from sluice.server.outcome import Outcome
 from sluice.server.responses import JSON, SSE_HEADERS
 from sluice.transport.http import UpstreamResponse
-from sluice.wire.chat import ChatRequest
+from sluice.wire.bounds import DEFAULT_MAX_JSON_DEPTH
+from sluice.wire.chat import ChatRequest, refuse_overrides
 from sluice.wire.chunks import ChatCompletion
 from sluice.wire.encode import ChunkEncoder, StreamIdentity
-from sluice.wire.errors import error_event, invalid_body_error
+from sluice.wire.errors import decode_body, error_event
 from sluice.wire.sse import DONE_EVENT
 
 if TYPE_CHECKING:
@@ -46,13 +47,10 @@ _REQUEST = msgspec.json.Decoder(ChatRequest)
 _ENCODER = msgspec.json.Encoder()
 
 
-def decode_chat_request(body: bytes) -> ChatRequest:
-    if not body:
-        raise invalid_body_error(msgspec.DecodeError("input data was truncated"))
-    try:
-        return _REQUEST.decode(body)
-    except msgspec.DecodeError as exc:
-        raise invalid_body_error(exc) from None
+def decode_chat_request(body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> ChatRequest:
+    req = decode_body(_REQUEST, body, max_depth)
+    refuse_overrides(req)
+    return req
 
 
 def _identity(call: Call, attempt: Attempt, plan: Plan) -> StreamIdentity:
@@ -69,7 +67,7 @@ def _identity(call: Call, attempt: Attempt, plan: Plan) -> StreamIdentity:
 
 
 async def chat_completions(gw: Gateway, call: Call) -> None:
-    req = decode_chat_request(call.request.body)
+    req = decode_chat_request(call.request.body, gw.settings.server.max_json_depth)
     assert call.principal is not None
     outcome = call.outcome = Outcome(req)
     subject = gw.limit_subject(call.principal)
@@ -149,7 +147,7 @@ async def _stream(gw: Gateway, call: Call, outcome: Outcome, plan: Plan, output:
             resp.release()
     except ApiError as exc:
         resp.close()
-        outcome.error = err = scrub_secrets(exc, attempt.target)
+        outcome.error = err = gw.router.scrub(exc, attempt.target)
         usage = outcome.wire_usage(cut=True) if req.include_usage else None
         await writer.end(pending + error_event(err, usage), close=True)
         return
@@ -177,7 +175,7 @@ def _ending(outcome: Outcome, encoder: ChunkEncoder) -> bytes:
 def _client_left(gw: Gateway, call: Call, outcome: Outcome, opened: OpenedStream) -> None:
     """Mid-stream disconnect: close the upstream call, or read it on unsent (``drain``)."""
     drain = opened.attempt.target.connection.on_disconnect == "drain" and not opened.ended
-    if not drain or not gw.drain(call, lambda: _drain(outcome, opened.response, opened.translator)):
+    if not drain or not gw.drain(call, lambda: _drain(gw, outcome, opened)):
         opened.response.close()
 
 
@@ -224,16 +222,16 @@ async def _pump_guarded(
         raise guard.failure
 
 
-async def _drain(outcome: Outcome, resp: UpstreamResponse, translator: StreamTranslator) -> None:
+async def _drain(gw: Gateway, outcome: Outcome, opened: OpenedStream) -> None:
     """The rest of a stream whose client left, read and translated but not sent, so the
     provider's own usage is what gets charged (SPEC §5)."""
+    resp = opened.response
     try:
-        await _pump(resp, translator, _unsent, _no_events)
+        await _pump(resp, opened.translator, _unsent, _no_events)
         resp.release()
     except ApiError as exc:
         resp.close()
-        assert outcome.attempt is not None
-        outcome.error = scrub_secrets(exc, outcome.attempt.target)
+        outcome.error = gw.router.scrub(exc, opened.attempt.target)
         return
     except BaseException:
         resp.close()

@@ -7,7 +7,6 @@ was streamed (SPEC §5: only tokens already produced are charged after a cancel)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -15,11 +14,11 @@ import msgspec
 
 from sluice.errors import ApiError
 from sluice.guardrails.rule import Note
-from sluice.metering.charges import Rate, charge, usd_from_nano
+from sluice.metering.charges import Rate, as_priced, charge, usd_from_nano
 from sluice.metering.meter import Ticket
 from sluice.metering.pricing import Price, priced_usage
 from sluice.metering.tokens import TokenUsage, estimate_prompt_tokens, tokens_for_chars
-from sluice.providers.base import ParsedCompletion, StreamTranslator
+from sluice.providers.base import ParsedCompletion, Repair, StreamTranslator
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.router import AttemptRecord
 from sluice.storage.base import RequestRecord
@@ -30,9 +29,10 @@ _CUT_CODES = frozenset({"stream_incomplete", "upstream_disconnected"})
 
 
 def _json_ok(text: str) -> bool:
+    """Whether tool-call arguments parse as JSON (too deep to decode counts as not)."""
     try:
-        json.loads(text)
-    except ValueError:
+        msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError):
         return False
     return True
 
@@ -107,7 +107,8 @@ class Outcome:
     def _priced(self, tokens: TokenUsage | None, cut: bool) -> Usage | None:
         if tokens is None or self.rate is None:
             return None
-        return priced_usage(tokens, self.rate.price, self.rate.source, price_estimate=cut)
+        rate = self.rate
+        return priced_usage(as_priced(tokens, rate), rate.price, rate.source, price_estimate=cut)
 
     def charge(self, tokens: TokenUsage | None) -> int:
         """What the account pays for ``tokens`` (:meth:`tokens`): their cost, never more
@@ -134,6 +135,13 @@ class Outcome:
         if self.completion is not None and self.completion.choices:
             return self.completion.choices[0].finish_reason
         return None
+
+    def repairs(self) -> list[Repair]:
+        if self.translator is not None:
+            return self.translator.emitter.repairs
+        if self.completion is not None:
+            return self.completion.repairs
+        return []
 
     def tool_calls(self) -> list[dict[str, object]]:
         calls: list[tuple[int, int, str, str]] = []
@@ -186,6 +194,7 @@ class Outcome:
             tool_calls=self.tool_calls(),
             disconnect=disconnect,
             guardrails=[msgspec.to_builtins(n) for n in self.guardrails],
+            repairs=[msgspec.to_builtins(r) for r in self.repairs()],
         )
         if self.plan is not None:
             rec.route_name = self.plan.route_name

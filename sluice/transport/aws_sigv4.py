@@ -47,6 +47,13 @@ class AwsSigner:
             )
         return self._frozen
 
+    def secrets(self) -> tuple[str, ...]:
+        """The credentials signing now (for redaction): access key id, secret, token."""
+        frozen = self._frozen
+        if frozen is None:
+            return ()
+        return tuple(s for s in (frozen.access_key, frozen.secret_key, frozen.token) if s)
+
     async def sign(self, req: UpstreamRequest, signing: AwsSigning) -> dict[str, str]:
         """The request's headers with ``Authorization``, ``X-Amz-Date`` and friends."""
         frozen = await self.credentials()

@@ -9,7 +9,7 @@ In-process upstreams (:class:`~sluice.providers.base.LocalUpstream`) are run by
 from __future__ import annotations
 
 import asyncio
-import functools
+import io
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -21,9 +21,10 @@ from sluice.errors import ApiError, RequestTimeoutError, ServiceUnavailableError
 from sluice.providers.base import UpstreamRequest
 from sluice.transport.aws_sigv4 import AwsSigner
 from sluice.transport.guarded_resolver import guarded_connector
-from sluice.transport.pool import PoolConnector
+from sluice.transport.pool import SENDING, PoolConnector, SendState, TrackedRequest
 
-_READ_SIZE = 64 * 1024
+_WHOLE_BODY_BYTES = 1024 * 1024
+"""Larger request bodies are written in pieces (aiohttp would block the loop on one)."""
 
 
 class UpstreamResponse(Protocol):
@@ -44,12 +45,24 @@ class UpstreamResponse(Protocol):
 
     def watch(self, stall: float) -> None:
         """From now on, silence longer than ``stall`` seconds ends the body with
-        ``request_timeout`` / ``stream_stalled``."""
+        ``request_timeout`` / ``stream_stalled``. (The connection's ``total`` deadline,
+        ``deadline_exceeded``, runs from the moment the request was sent.)"""
         ...
 
     def release(self) -> None:
         """The body was read to its end; the connection may be reused."""
         ...
+
+
+class RequestNotSentError(UpstreamError):
+    """A reused connection failed before the whole request was written: the upstream
+    cannot have acted on it, so it may go out once more on a fresh connection."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The provider closed a reused connection before the request was sent.",
+            code="upstream_connection_closed",
+        )
 
 
 def map_client_error(exc: BaseException, connecting: bool) -> ApiError:
@@ -79,61 +92,87 @@ def map_client_error(exc: BaseException, connecting: bool) -> ApiError:
     )
 
 
+def deadline_error(total: float) -> RequestTimeoutError:
+    return RequestTimeoutError(
+        f"The provider did not finish within {total:g} s.",
+        code="deadline_exceeded",
+        http_status=504,
+    )
+
+
 class HttpResponse:
-    """An aiohttp response behind our shape, with a cheap stall watchdog.
+    """An aiohttp response behind our shape, with a cheap watchdog for the stall and
+    the total deadline.
 
     The watchdog is one timer per response: each read only notes when it started
     waiting, and the timer re-arms itself from there instead of being reset per chunk.
     Silence only counts while a read is waiting: time the gateway spends blocked on a
-    slow client is not the provider's.
+    slow client is not the provider's. The total deadline counts all the time.
     """
 
     __slots__ = (
+        "_cut",
+        "_deadline",
         "_last",
         "_loop",
         "_reading",
         "_resp",
         "_stall",
-        "_stalled",
         "_timer",
+        "_total",
         "headers",
         "status",
     )
 
-    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+    def __init__(self, resp: aiohttp.ClientResponse, sent_at: float, total: float) -> None:
         self._resp = resp
         self._loop = asyncio.get_running_loop()
-        self._timer: asyncio.TimerHandle | None = None
+        self._total = total
+        self._deadline = sent_at + total
         self._stall = 0.0
         self._last = 0.0
-        self._stalled = False
+        self._cut: RequestTimeoutError | None = None  # why the watchdog closed the body
         self._reading = False
+        self._timer: asyncio.TimerHandle | None = self._loop.call_at(self._deadline, self._check)
         self.status = resp.status
         self.headers: Mapping[str, str] = {k.lower(): v for k, v in resp.headers.items()}
 
     def watch(self, stall: float) -> None:
         self._stall = stall
         self._last = self._loop.time()
-        self._timer = self._loop.call_at(self._last + stall, self._check)
+        self._arm(min(self._last + stall, self._deadline))
+
+    def _arm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._loop.call_at(when, self._check)
 
     def _check(self) -> None:
+        self._timer = None
         now = self._loop.time()
+        if now >= self._deadline:
+            self._close_for(deadline_error(self._total))
+            return
+        if not self._stall:
+            self._arm(self._deadline)
+            return
         if not self._reading:  # busy writing to a slow client: not the provider's silence
             self._last = now
         due = self._last + self._stall
         if now < due:
-            self._timer = self._loop.call_at(due, self._check)
+            self._arm(min(due, self._deadline))
             return
-        self._timer = None
-        self._stalled = True
-        self._resp.close()
-
-    def _stall_error(self) -> RequestTimeoutError:
-        return RequestTimeoutError(
-            f"The provider sent nothing for {self._stall:g} s.",
-            code="stream_stalled",
-            http_status=504,
+        self._close_for(
+            RequestTimeoutError(
+                f"The provider sent nothing for {self._stall:g} s.",
+                code="stream_stalled",
+                http_status=504,
+            )
         )
+
+    def _close_for(self, reason: RequestTimeoutError) -> None:
+        self._cut = reason
+        self._resp.close()
 
     async def read_chunk(self) -> bytes:
         self._reading = True
@@ -141,13 +180,13 @@ class HttpResponse:
         try:
             data = await self._resp.content.readany()
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            if self._stalled:
-                raise self._stall_error() from None
+            if self._cut is not None:
+                raise self._cut from None
             raise map_client_error(exc, connecting=False) from None
         finally:
             self._reading = False
-        if self._stalled:
-            raise self._stall_error()
+        if self._cut is not None:
+            raise self._cut
         return data
 
     async def read_body(self, limit: int) -> bytes:
@@ -176,18 +215,27 @@ class HttpResponse:
 
 
 class LocalResponse:
-    """Runs an in-process upstream's script: sleep, then hand over the bytes."""
+    """Runs an in-process upstream's script: sleep, then hand over the bytes, within
+    the connection's total deadline like any upstream."""
 
-    __slots__ = ("_script", "headers", "status")
+    __slots__ = ("_deadline", "_loop", "_script", "_total", "headers", "status")
 
-    def __init__(self, script: Iterator[tuple[float, bytes]]) -> None:
+    def __init__(self, script: Iterator[tuple[float, bytes]], sent_at: float, total: float) -> None:
         self._script = script
+        self._loop = asyncio.get_running_loop()
+        self._total = total
+        self._deadline = sent_at + total
         self.status = 200
         self.headers: Mapping[str, str] = {}
 
     async def read_chunk(self) -> bytes:
         for pause, data in self._script:
             if pause > 0:
+                left = self._deadline - self._loop.time()
+                if pause > left:
+                    await asyncio.sleep(max(left, 0.0))
+                    self._script = iter(())
+                    raise deadline_error(self._total)
                 await asyncio.sleep(pause)
             if data:
                 return data
@@ -210,7 +258,12 @@ class LocalResponse:
 
 
 class HttpTransport:
-    """Sends :class:`UpstreamRequest` objects; one instance per gateway process."""
+    """Sends :class:`UpstreamRequest` objects; one instance per gateway process.
+
+    Four sessions: the operator's upstreams and accounts' own (guarded: checked
+    addresses, never the operator's pool), each pooled, and each once more without
+    reuse for a resend, which must go out on a fresh connection.
+    """
 
     def __init__(
         self, user_agent: str, clock: Callable[[], float], *, allow_private_upstreams: bool
@@ -218,41 +271,54 @@ class HttpTransport:
         self._user_agent = user_agent
         self._clock = clock
         self._allow_private = allow_private_upstreams
-        self._session: aiohttp.ClientSession | None = None
-        self._guarded: aiohttp.ClientSession | None = None
+        self._sessions: dict[tuple[bool, bool], aiohttp.ClientSession] = {}
+        """(guarded, fresh) -> session."""
         self._signer: AwsSigner | None = None
 
-    def _new_session(self, connector: PoolConnector) -> aiohttp.ClientSession:
+    def _new_session(self, connector: aiohttp.TCPConnector) -> aiohttp.ClientSession:
         return aiohttp.ClientSession(
             connector=connector,
             headers={"user-agent": self._user_agent},
             skip_auto_headers=("content-type",),
             timeout=aiohttp.ClientTimeout(total=None),
+            request_class=TrackedRequest,
         )
 
     async def start(self) -> None:
         options: dict[str, Any] = {"limit": 0, "ttl_dns_cache": 300, "keepalive_timeout": 30}
-        self._session = self._new_session(PoolConnector(**options))
-        # accounts' own upstreams: checked addresses, and never the operator's pool
-        self._guarded = self._new_session(
-            guarded_connector(allow_private=self._allow_private, **options)
-        )
+        for fresh in (False, True):
+            pool: dict[str, Any] = {"force_close": True} if fresh else options
+            self._sessions[False, fresh] = self._new_session(PoolConnector(**pool))
+            self._sessions[True, fresh] = self._new_session(
+                guarded_connector(allow_private=self._allow_private, **pool)
+            )
 
     async def close(self) -> None:
-        for session in (self._session, self._guarded):
-            if session is not None:
-                await session.close()
-        self._session = self._guarded = None
+        sessions, self._sessions = self._sessions, {}
+        for session in sessions.values():
+            await session.close()
+
+    def signing_secrets(self) -> tuple[str, ...]:
+        """The AWS credentials this process signs with, if it has read any."""
+        return () if self._signer is None else self._signer.secrets()
 
     async def send(
-        self, req: UpstreamRequest, timeouts: Timeouts, *, guarded: bool = False
+        self,
+        req: UpstreamRequest,
+        timeouts: Timeouts,
+        *,
+        guarded: bool = False,
+        fresh: bool = False,
     ) -> UpstreamResponse:
-        """``guarded``: an account's own connection (SSRF checks, its own pool)."""
+        """``guarded``: an account's own connection (SSRF checks, its own pool);
+        ``fresh``: on a new connection (a resend). Raises :class:`RequestNotSentError`
+        when the request certainly did not reach the upstream: it may be sent again."""
+        sent_at = asyncio.get_running_loop().time()
         if req.local is not None:
-            return LocalResponse(req.local.script())
-        session = self._guarded if guarded else self._session
+            return LocalResponse(req.local.script(), sent_at, timeouts.total)
+        session = self._sessions.get((guarded, fresh))
         if session is None:
-            raise RuntimeError("transport not started")
+            raise ServiceUnavailableError("The gateway is shutting down.", code="shutting_down")
         headers = req.headers
         if req.aws_sigv4 is not None:
             if self._signer is None:
@@ -263,24 +329,25 @@ class HttpTransport:
         connector = session.connector
         assert isinstance(connector, PoolConnector)
         connector.reused.set(False)
-        send = functools.partial(
-            session.request,
-            req.method,
-            URL(req.url, encoded=True),  # sent exactly as built (and as signed)
-            data=req.body,
-            headers=headers,
-            timeout=timeout,
-            allow_redirects=False,
-        )
+        state = SendState()
+        SENDING.set(state)
         try:
-            try:
-                resp = await send()
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-                # a pooled connection the upstream closed as we reused it (it timed it
-                # out): the request never reached it (RFC 9112 §9.3.1), so once more
-                if not connector.reused.get() or isinstance(exc, aiohttp.ClientConnectorError):
-                    raise
-                resp = await send()
+            resp = await session.request(
+                req.method,
+                URL(req.url, encoded=True),  # sent exactly as built (and as signed)
+                data=req.body if len(req.body) <= _WHOLE_BODY_BYTES else io.BytesIO(req.body),
+                headers=headers,
+                timeout=timeout,
+                allow_redirects=False,
+            )
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            if (
+                connector.reused.get()
+                and not state.written
+                and not isinstance(exc, aiohttp.ClientConnectorError)
+            ):
+                raise RequestNotSentError() from None
+            raise map_client_error(exc, connecting=True) from None
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise map_client_error(exc, connecting=True) from None
         except RuntimeError:  # aiohttp: "Session is closed"
@@ -289,4 +356,4 @@ class HttpTransport:
             raise ServiceUnavailableError(
                 "The gateway is shutting down.", code="shutting_down"
             ) from None
-        return HttpResponse(resp)
+        return HttpResponse(resp, sent_at, timeouts.total)

@@ -1,9 +1,16 @@
-"""A connection pool that can tell whether a request went out on a reused connection.
+"""What the transport needs to know to resend a request safely (RFC 9112 §9.3.1).
 
-An upstream may close an idle keep-alive connection just as the pool hands it out; the
-request then fails without an answer, and is safe to send once more (RFC 9112 §9.3.1).
-A fresh connection that fails the same way may have had the request acted on, so the
-difference matters. aiohttp's trace hooks can tell too, but cost every request ~3 %.
+An upstream may close an idle keep-alive connection just as the pool hands it out. A
+request that fails that way may be sent again only when it was certainly not acted on:
+here, when it went out on a reused connection and its bytes were not all handed to
+the socket. Two small hooks tell:
+
+* :class:`PoolConnector` marks (in :attr:`PoolConnector.reused`, read in the task that
+  sent the request) whether the connection had carried a request before;
+* :class:`TrackedRequest` marks, in the :class:`SendState` of the sending task, when
+  the whole request (head and body) was written without error.
+
+aiohttp's trace hooks could tell the first too, but cost every request ~3 %.
 """
 
 from __future__ import annotations
@@ -13,9 +20,36 @@ from contextvars import ContextVar
 from typing import Any
 
 import aiohttp
+from aiohttp.abc import AbstractStreamWriter
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.connector import Connection
 from aiohttp.tracing import Trace
+
+
+class SendState:
+    """One request's progress: ``written`` once all of it reached the socket."""
+
+    __slots__ = ("written",)
+
+    def __init__(self) -> None:
+        self.written = False
+
+
+SENDING: ContextVar[SendState | None] = ContextVar("sluice_sending", default=None)
+"""The :class:`SendState` of the request the current task is sending."""
+
+
+class TrackedRequest(aiohttp.ClientRequest):
+    """aiohttp's request, noting when its body was written out in full."""
+
+    async def write_bytes(
+        self, writer: AbstractStreamWriter, conn: Connection, content_length: int | None = None
+    ) -> None:
+        await super().write_bytes(writer, conn, content_length)
+        state = SENDING.get()
+        protocol = conn.protocol
+        if state is not None and protocol is not None and protocol.exception() is None:
+            state.written = True  # aiohttp records a failed write on the protocol
 
 
 class PoolConnector(aiohttp.TCPConnector):

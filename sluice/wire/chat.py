@@ -2,9 +2,10 @@
 
 Fields the OpenAI API accepts are typed here; fields we only forward are kept as
 :class:`msgspec.Raw` so they reach the upstream byte for byte. Unknown top-level
-fields are dropped on decode, which is also why nothing in a request body (say
-``api_base`` or ``api_key``) can steer where or how the upstream is called.
-Absent fields are ``UNSET`` and stay absent when the request is encoded again.
+fields are dropped on decode. The overrides other gateways take from the body to
+steer where or how the upstream is called (``api_base``, ``api_key``, …) are refused
+by name instead (:func:`refuse_overrides`): a caller who sends one learns it has no
+effect. Absent fields are ``UNSET`` and stay absent when the request is encoded again.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
+
+from sluice.errors import InvalidRequestError
 
 Opt = UnsetType  # shorthand used in annotations below: "may be absent"
 
@@ -201,6 +204,22 @@ class ChatRequest(_Wire):
     safety_identifier: Raw | Opt = UNSET
     # Sluice extension: request-level fallback models, tried after ``model``.
     models: list[str] | Opt | None = UNSET
+    # Upstream overrides other gateways read from the body; refused (refuse_overrides).
+    api_base: Raw | Opt = UNSET
+    base_url: Raw | Opt = UNSET
+    api_key: Raw | Opt = UNSET
+    api_version: Raw | Opt = UNSET
+    custom_llm_provider: Raw | Opt = UNSET
+    aws_access_key_id: Raw | Opt = UNSET
+    aws_secret_access_key: Raw | Opt = UNSET
+    aws_session_token: Raw | Opt = UNSET
+    aws_region_name: Raw | Opt = UNSET
+    vertex_credentials: Raw | Opt = UNSET
+    vertex_project: Raw | Opt = UNSET
+    vertex_location: Raw | Opt = UNSET
+    azure_endpoint: Raw | Opt = UNSET
+    azure_ad_token: Raw | Opt = UNSET
+    extra_headers: Raw | Opt = UNSET
 
     @property
     def is_stream(self) -> bool:
@@ -235,6 +254,38 @@ class ChatRequest(_Wire):
     @property
     def tool_list(self) -> list[Tool]:
         return self.tools if isinstance(self.tools, list) else []
+
+
+OVERRIDE_FIELDS = (
+    "api_base",
+    "base_url",
+    "api_key",
+    "api_version",
+    "custom_llm_provider",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "aws_region_name",
+    "vertex_credentials",
+    "vertex_project",
+    "vertex_location",
+    "azure_endpoint",
+    "azure_ad_token",
+    "extra_headers",
+)
+"""Body fields that would choose the upstream or its credentials elsewhere."""
+
+
+def refuse_overrides(req: ChatRequest) -> None:
+    """400 naming the first upstream override the body carries (its value is not echoed)."""
+    for name in OVERRIDE_FIELDS:
+        if getattr(req, name) is not UNSET:
+            raise InvalidRequestError(
+                f"'{name}' is not accepted in a request: the gateway's configuration "
+                "chooses the upstream and its credentials.",
+                code="unsupported_parameter",
+                param=name,
+            )
 
 
 def message_text(message: Message) -> str:

@@ -8,12 +8,16 @@ error's HTTP status. Mid-stream: one ``data:`` event ``{"error": {"message", "ty
 from __future__ import annotations
 
 import re
+from typing import TypeVar
 
 import msgspec
 
 from sluice.errors import ApiError, InvalidRequestError
+from sluice.wire.bounds import json_depth_exceeds
 from sluice.wire.chunks import Usage
 from sluice.wire.sse import data_event
+
+_T = TypeVar("_T")
 
 
 class ErrorBody(msgspec.Struct):
@@ -58,6 +62,22 @@ def error_event(err: ApiError, usage: Usage | None = None) -> bytes:
 _PATH = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
 _TYPE_ONLY = re.compile(r"^Expected `[^`]+`, got `[^`]+`$")
 _MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`")
+
+
+def decode_body(decoder: msgspec.json.Decoder[_T], body: bytes, max_depth: int) -> _T:
+    """A client's JSON body as ``decoder``'s type; 400 naming what is wrong, and naming
+    the limit when it nests deeper than ``max_depth`` (checked before decoding)."""
+    if not body:
+        raise invalid_body_error(msgspec.DecodeError("input data was truncated"))
+    if json_depth_exceeds(body, max_depth):
+        raise InvalidRequestError(
+            f"The request body nests arrays and objects deeper than {max_depth} levels.",
+            code="json_too_deep",
+        )
+    try:
+        return decoder.decode(body)
+    except msgspec.DecodeError as exc:
+        raise invalid_body_error(exc) from None
 
 
 def invalid_body_error(exc: msgspec.DecodeError) -> InvalidRequestError:

@@ -23,11 +23,15 @@ from typing import Final
 
 import msgspec
 
+from sluice.wire.bounds import DEFAULT_MAX_EVENT_BYTES, EventTooLargeError
+
 PRELUDE_BYTES: Final = 12
 CRC_BYTES: Final = 4
 MAX_HEADERS_BYTES: Final = 128 * 1024
 MAX_PAYLOAD_BYTES: Final = 24 * 1024 * 1024
-"""The limits botocore enforces; Bedrock's frames are a few hundred bytes."""
+"""The limits botocore enforces; Bedrock's frames are a few hundred bytes. A whole
+message is also bounded by the decoder's ``max_event_bytes``, checked from its prelude,
+before its body is waited for."""
 
 HeaderValue = bool | int | bytes | str
 
@@ -109,9 +113,10 @@ def _decode_headers(data: bytes) -> dict[str, HeaderValue]:
 class EventStreamDecoder:
     """Feed bytes in any split; take the messages they complete."""
 
-    __slots__ = ("_buf", "_failed", "_total")
+    __slots__ = ("_buf", "_failed", "_max", "_total")
 
-    def __init__(self) -> None:
+    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self._max = max_event_bytes
         self._buf = bytearray()
         self._total = 0  # length of the message being received, once its prelude checked out
         self._failed = False
@@ -124,13 +129,18 @@ class EventStreamDecoder:
         """True when bytes of an unfinished message are buffered."""
         return bool(self._buf)
 
+    @property
+    def buffered(self) -> int:
+        """Bytes held: at most one message's worth plus the last read."""
+        return len(self._buf)
+
     def next_message(self) -> EventStreamMessage | None:
         """The next whole message, or ``None`` until more bytes arrive."""
         if self._failed:
             raise EventStreamError("the event stream is already broken")
         try:
             return self._next()
-        except EventStreamError:
+        except (EventStreamError, EventTooLargeError):
             self._failed = True
             raise
 
@@ -164,4 +174,6 @@ class EventStreamDecoder:
             raise EventStreamError(f"total length {total} is shorter than its parts")
         if payload > MAX_PAYLOAD_BYTES:
             raise EventStreamError(f"payload of {payload} bytes exceeds the limit")
+        if total > self._max:  # (messages before it were handed out one by one)
+            raise EventTooLargeError(self._max)
         return int(total)

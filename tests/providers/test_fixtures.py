@@ -15,8 +15,14 @@ import pytest
 
 from sluice.providers.registry import AdapterRegistry
 from sluice.server.chat import decode_chat_request
+from sluice.wire.chat import ChatRequest
 from tests.support.gateway import counting_ids
-from tests.support.transcript import FIXTURES, expected_transcript, transcript
+from tests.support.transcript import (
+    FIXTURES,
+    RECORDED_CHOICES,
+    expected_transcript,
+    transcript,
+)
 
 FORMATS = {
     "openai": "openai",
@@ -29,11 +35,13 @@ CASES = [
     for folder, kind in FORMATS.items()
     for path in sorted((FIXTURES / folder).glob("*.raw"))
 ]
-REQUEST = decode_chat_request(
-    json.dumps(
-        {"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]}
-    ).encode()
-)
+
+
+def request(n: int = 1) -> ChatRequest:
+    body = {"model": "m", "stream": True, "n": n, "messages": [{"role": "user", "content": "x"}]}
+    return decode_chat_request(json.dumps(body).encode())
+
+
 REQUIRED = {
     "text",
     "tool_call_fragments",
@@ -46,23 +54,24 @@ REQUIRED = {
 }
 
 
-def run(kind: str, raw: bytes, pieces: list[bytes]) -> list[dict[str, object]]:
+def run(kind: str, raw: bytes, pieces: list[bytes], n: int = 1) -> list[dict[str, object]]:
     assert b"".join(pieces) == raw
-    translator = AdapterRegistry(counting_ids()).adapter(kind).stream(REQUEST)
+    translator = AdapterRegistry(counting_ids()).adapter(kind).stream(request(n))
     return transcript(translator, pieces)
 
 
 @pytest.mark.parametrize(("kind", "path"), CASES, ids=[f"{k}-{p.stem}" for k, p in CASES])
 def test_fixture_whole_bytewise_and_random_splits(kind: str, path: Path) -> None:
     raw = path.read_bytes()
-    whole = run(kind, raw, [raw])
+    n = RECORDED_CHOICES.get(path.stem, 1)
+    whole = run(kind, raw, [raw], n)
     assert whole == expected_transcript(path, whole)
-    assert run(kind, raw, [raw[i : i + 1] for i in range(len(raw))]) == whole
+    assert run(kind, raw, [raw[i : i + 1] for i in range(len(raw))], n) == whole
     rng = random.Random(path.stem)
     for _ in range(25):
         cuts = sorted(rng.sample(range(1, len(raw)), k=min(len(raw) - 1, rng.randint(1, 12))))
         pieces = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
-        assert run(kind, raw, pieces) == whole
+        assert run(kind, raw, pieces, n) == whole
 
 
 @pytest.mark.parametrize("folder", sorted(FORMATS))

@@ -16,6 +16,7 @@ from sluice.errors import (
     ServiceUnavailableError,
     UpstreamError,
 )
+from sluice.providers.base import StreamShape
 from sluice.providers.gemini import GeminiAdapter, GeminiStreamTranslator
 from tests.support.fake_gemini import (
     SIGNATURE,
@@ -385,7 +386,7 @@ def test_an_event_without_its_blank_line_is_not_dispatched() -> None:
 
 
 def test_call_indexes_count_per_candidate_and_across_events() -> None:
-    stream = GeminiStreamTranslator(counting_ids())
+    stream = GeminiStreamTranslator(counting_ids(), StreamShape(choices=2))  # n = 2
     chunks = stream.feed(
         event(response(candidate(call("a", {}), index=0), candidate(call("b", {}), index=1)))
         + event(response(candidate(call("c", {"x": 1}), index=0, finish="STOP")))

@@ -20,13 +20,13 @@ from google import genai
 from google.genai import errors, types
 
 from sluice.config import Secret, Timeouts
-from sluice.providers.base import ConnectionSettings, Target
+from sluice.providers.base import ConnectionSettings, StreamShape, Target
 from sluice.providers.gemini import GeminiAdapter, GeminiStreamTranslator
 from sluice.server.chat import decode_chat_request
 from tests.support.fake_gemini import call, candidate, response, text, text_stream, usage
 from tests.support.fake_upstream import FakeUpstream, Reply
 from tests.support.gateway import counting_ids
-from tests.support.transcript import FIXTURES, transcript
+from tests.support.transcript import FIXTURES, RECORDED_CHOICES, transcript
 
 COMPLETE = [
     "text",
@@ -68,7 +68,8 @@ async def sdk_stream(fake: FakeUpstream) -> list[types.GenerateContentResponse]:
 
 def ours(name: str) -> list[dict[str, Any]]:
     raw = (FIXTURES / "gemini" / f"{name}.raw").read_bytes()
-    return transcript(GeminiStreamTranslator(counting_ids()), [raw])
+    shape = StreamShape(choices=RECORDED_CHOICES.get(name, 1))
+    return transcript(GeminiStreamTranslator(counting_ids(), shape), [raw])
 
 
 def sdk_view(chunks: list[types.GenerateContentResponse]) -> dict[int, dict[str, Any]]:

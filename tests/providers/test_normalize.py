@@ -6,8 +6,14 @@ import msgspec
 import pytest
 
 from sluice.errors import UpstreamError
-from sluice.providers.normalize import ChunkEmitter, normalize_finish_reason
-from sluice.wire.chunks import Delta, FunctionDelta, ToolCallDelta
+from sluice.providers.normalize import ChunkEmitter, canonical_choices, normalize_finish_reason
+from sluice.wire.chunks import (
+    CompletionChoice,
+    Delta,
+    FunctionDelta,
+    ResponseMessage,
+    ToolCallDelta,
+)
 from tests.support.gateway import counting_ids
 
 
@@ -16,7 +22,7 @@ def drain(emitter: ChunkEmitter) -> list[object]:
 
 
 def test_role_chunk_comes_first_once_per_choice() -> None:
-    e = ChunkEmitter(counting_ids())
+    e = ChunkEmitter(counting_ids(), choices=2)
     e.text(1, "b")
     e.text(0, "a")
     e.text(1, "c")
@@ -99,7 +105,7 @@ def test_finish_reasons(reason: str, tools: bool, expected: str) -> None:
 
 
 def test_check_complete() -> None:
-    e = ChunkEmitter(counting_ids())
+    e = ChunkEmitter(counting_ids(), choices=2)
     with pytest.raises(UpstreamError) as info:
         e.check_complete()
     assert info.value.code == "upstream_empty"
@@ -114,7 +120,7 @@ def test_check_complete() -> None:
 
 
 def test_many_small_argument_fragments_join_exactly() -> None:
-    e = ChunkEmitter(counting_ids())
+    e = ChunkEmitter(counting_ids(), choices=2)
     arguments = '{"text": "' + "".join(chr(97 + i % 26) for i in range(40_000)) + '"}'
     e.tool_call(0, 0, id="call_a", name="f")
     e.tool_call(1, 0, name="g", arguments="{}")
@@ -128,3 +134,66 @@ def test_many_small_argument_fragments_join_exactly() -> None:
         {"choice": 0, "index": 1, "id": "call_000002", "name": "h", "arguments": ""},
     ]
     assert e.output_chars == len(arguments) + 2
+
+
+def test_tool_calls_are_numbered_in_order_of_first_appearance() -> None:
+    """Gaps, negatives and huge indices from the upstream become 0, 1, 2 per choice."""
+    e = ChunkEmitter(counting_ids(), choices=2)
+    e.tool_call(0, 0, id="call_a", name="a")
+    e.tool_call(0, 2, id="call_z", name="z")
+    e.tool_call(0, -1, id="call_m", name="m", arguments="{}")
+    e.tool_call(1, 7, id="call_b", name="b")
+    e.tool_call(0, 2, arguments='{"z": 1}')
+    e.finish(0, "stop")
+    e.finish(1, "stop")
+    sent = [
+        (c[0].index, t.index, t.id)
+        for c in e.take()
+        for t in (c[0].delta.tool_calls or [])
+        if isinstance(t, ToolCallDelta)
+    ]
+    assert sent == [
+        (0, 0, "call_a"),
+        (0, 1, "call_z"),
+        (0, 2, "call_m"),
+        (0, 2, msgspec.UNSET),
+        (1, 0, "call_b"),
+        (0, 1, msgspec.UNSET),
+    ]
+    assert [(c.choice, c.index, c.arguments) for c in e.tool_calls()] == [
+        (0, 0, ""),
+        (0, 1, '{"z": 1}'),
+        (0, 2, "{}"),
+        (1, 0, ""),
+    ]
+    assert [(r.kind, r.choice, r.upstream_index, r.index) for r in e.repairs] == [
+        ("tool_call_renumbered", 0, 2, 1),
+        ("tool_call_renumbered", 0, -1, 2),
+        ("tool_call_renumbered", 1, 7, 0),
+    ]
+
+
+@pytest.mark.parametrize("index", [-1, 1, 128])
+def test_a_choice_the_request_did_not_ask_for_is_dropped_and_noted(index: int) -> None:
+    e = ChunkEmitter(counting_ids(), choices=1)
+    e.text(index, "not asked for")
+    e.tool_call(index, 0, id="call_x", name="x")
+    e.finish(index, "stop")
+    e.text(0, "mine")
+    e.finish(0, "stop")
+    assert {c[0].index for c in e.take()} == {0}
+    e.check_complete()  # the dropped choice is not waited for
+    assert e.tool_calls() == []
+    assert [(r.kind, r.choice) for r in e.repairs] == [("choice_dropped", index)]
+
+
+def test_a_whole_answer_keeps_the_first_of_each_choice_asked_for() -> None:
+    def choice(index: int) -> CompletionChoice:
+        return CompletionChoice(index, ResponseMessage(content=str(index)), "stop")
+
+    kept, repairs = canonical_choices([choice(0), choice(3), choice(0), choice(1)], 2)
+    assert [(c.index, c.message.content) for c in kept] == [(0, "0"), (1, "1")]
+    assert [(r.kind, r.choice) for r in repairs] == [("choice_dropped", 3), ("choice_dropped", 0)]
+    with pytest.raises(UpstreamError) as info:
+        canonical_choices([choice(4)], 1)
+    assert info.value.code == "upstream_empty"

@@ -9,15 +9,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
+import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.fake_openai import chunk, text_stream
+from tests.support.fake_openai import chunk, completion, text_stream
 from tests.support.fake_upstream import Cut, FakeUpstream, Pause, Reply, Step
 from tests.support.gateway import running_gateway
-from tests.support.raw_http import RawResponse, exchange, post
+from tests.support.raw_http import RawResponse, exchange, get, post
 
 
 @pytest.fixture
@@ -455,3 +457,103 @@ async def test_model_level_fallbacks_from_the_catalog(
         "test/b",
     )
     assert doc["choices"][0]["message"]["content"] == "fallback"
+
+
+async def test_a_pooled_connection_dropped_after_the_request_reaches_it_once(
+    tmp_path: Path, pair: tuple[FakeUpstream, FakeUpstream], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The upstream read the request, then closed the reused connection: it may have
+    acted on it, so it is not sent to it again; the standby serves (two reaches, not
+    three)."""
+    caplog.set_level(logging.INFO, "sluice.access")
+    a, b = pair
+    a.queue(Reply.stream(*text_stream("from", " a")), Reply.reset())
+    first, second = await call(tmp_path, a, b, times=2)
+    assert served_by(first)[2] == "conn_a" and served_by(second)[2] == "conn_b"
+    assert len(a.requests) == 2 and len(b.requests) == 1
+    assert attempts(caplog, second.headers["x-request-id"]) == [
+        "primary:conn_a:upstream_error",
+        "standby_a:conn_b:served",
+    ]
+
+
+class ResettingUpstream:
+    """A raw OpenAI upstream: answers whole completions, and resets the second request
+    on its first connection as soon as its head is in (the body still being written)."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.heads = 0
+        self.answered = 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        index = self.connections
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                self.heads += 1
+                if index == 0 and self.heads == 2:
+                    sock = writer.get_extra_info("socket")
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    writer.transport.abort()
+                    return
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+                self.answered += 1
+                body = json.dumps(completion("ok")).encode()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    b"content-length: %d\r\n\r\n%s" % (len(body), body)
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        finally:
+            writer.close()
+
+
+@pytest.mark.parametrize("breaker_failures", [1, 5])
+async def test_a_request_that_never_left_is_resent_fresh_as_an_attempt_of_its_own(
+    tmp_path: Path, breaker_failures: int
+) -> None:
+    """Reset while its 12 MB body was still being written: certainly not acted on, so
+    it goes once more on a new connection. That try is an attempt in the request log
+    and a failure for the breaker (with a threshold of 1 the breaker opens on it)."""
+    upstream = ResettingUpstream()
+    server = await asyncio.start_server(upstream.serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    config = f"""
+[server]
+port = 0
+[routing]
+breaker_failures = {breaker_failures}
+[[connections]]
+id = "conn_raw"
+provider = "openai-compatible"
+base_url = "http://127.0.0.1:{port}/v1"
+[[models]]
+id = "test/raw"
+providers = {{ conn_raw = "raw" }}
+"""
+    small = json.dumps({"model": "test/raw", "messages": [{"role": "user", "content": "hi"}]})
+    big = small.replace('"hi"', json.dumps("x" * (12 << 20)))
+    async with server, running_gateway(tmp_path, config) as gw:
+        assert gw.dev_key is not None
+        key = gw.dev_key.key
+        warm = await exchange(gw.host, gw.port, post("/v1/chat/completions", small.encode(), key))
+        resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", big.encode(), key))
+        row = (
+            await exchange(
+                gw.host, gw.port, get(f"/v1/requests/{resp.headers['x-request-id']}", key)
+            )
+        ).json()
+    assert warm.status == 200
+    tries = [(a["connection"], a["outcome"], a["code"]) for a in row["attempts"]]
+    assert tries[0] == ("conn_raw", "upstream_error", "upstream_connection_closed")
+    if breaker_failures == 1:
+        assert resp.status == 502 and tries[1:] == [("conn_raw", "skipped", None)]
+        assert upstream.answered == 1
+    else:
+        assert resp.status == 200 and tries[1:] == [("conn_raw", "served", None)]
+        assert (upstream.connections, upstream.heads, upstream.answered) == (2, 3, 2)

@@ -14,7 +14,7 @@ from sluice.server.lifecycle import RunningGateway
 from tests.support.fake_openai import completion, text_stream
 from tests.support.fake_upstream import FakeUpstream, Reply
 from tests.support.gateway import openai_connection_toml, running_gateway
-from tests.support.raw_http import exchange, get
+from tests.support.raw_http import exchange, get, post
 from tests.support.transcript import FIXTURES
 
 USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "What is the key?"}]
@@ -220,3 +220,29 @@ async def test_a_log_action_changes_nothing_but_the_log(tmp_path: Path, fake: Fa
     assert row["guardrails"] == [
         {"name": "watch", "stage": "output", "action": "log", "outcome": "matched"}
     ]
+
+
+async def test_a_redacted_whole_answer_carries_no_logprobs_that_spell_the_secret(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    """The tokens of ``logprobs`` spell the text; after a redaction they would give the
+    secret back, so a whole answer loses them as a stream does."""
+    doc = completion(f"Here: {KEY}.")
+    tokens = ["Here", ":", " ", *[KEY[i : i + 4] for i in range(0, len(KEY), 4)], "."]
+    doc["choices"][0]["logprobs"] = {
+        "content": [
+            {"token": t, "logprob": -0.1, "bytes": None, "top_logprobs": []} for t in tokens
+        ]
+    }
+    fake.queue(Reply.json(doc))
+    config = openai_connection_toml(fake.base_url) + rail("no-secrets", "redact", **NO_KEYS)
+    async with running_gateway(tmp_path, config) as gw:
+        assert gw.dev_key is not None
+        body = json.dumps({"model": "test/gpt-fake", "messages": USER, "logprobs": True})
+        resp = await exchange(
+            gw.host, gw.port, post("/v1/chat/completions", body.encode(), gw.dev_key.key)
+        )
+    choice = resp.json()["choices"][0]
+    assert choice["message"]["content"] == "Here: [REDACTED]."
+    assert "logprobs" not in choice or choice["logprobs"] is None
+    assert KEY[4:12].encode() not in resp.body

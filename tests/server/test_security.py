@@ -50,28 +50,34 @@ async def test_routing_and_auth_decide_on_the_raw_path(
     assert b"sluice/demo" not in resp.body  # the model list never leaks
 
 
-async def test_body_fields_never_steer_the_upstream_call(
+async def test_body_overrides_are_refused_by_name_and_never_steer_the_call(
     tmp_path: Path, fake: FakeUpstream
 ) -> None:
     decoy = FakeUpstream()
     await decoy.start()
     try:
         async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
-            body = {
-                **GOOD,
+            overrides = {
                 "api_base": decoy.base_url,
                 "base_url": decoy.base_url,
-                "api_key": "sk-attacker",
+                "api_key": "sk-attacker-0123456789",
                 "extra_headers": {"authorization": "Bearer x"},
                 "custom_llm_provider": "openai",
                 "azure_endpoint": decoy.base_url,
             }
-            resp = await exchange(
-                gw.host, gw.port, post("/v1/chat/completions", json.dumps(body).encode(), key(gw))
-            )
+            for name, value in overrides.items():
+                body = json.dumps({**GOOD, name: value}).encode()
+                resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", body, key(gw)))
+                assert resp.status == 400, name
+                error = resp.json()["error"]
+                assert (error["param"], error["code"]) == (name, "unsupported_parameter")
+                assert error["type"] == "invalid_request_error"
+                assert str(value) not in error["message"]  # the value is not echoed
+            body = json.dumps({**GOOD, "some_future_field": 1}).encode()
+            resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", body, key(gw)))
     finally:
         await decoy.close()
-    assert resp.status == 200
+    assert resp.status == 200  # other unknown fields are still ignored
     assert decoy.requests == []
     (sent,) = fake.requests
     assert sent.headers["authorization"] == f"Bearer {UPSTREAM_KEY}"

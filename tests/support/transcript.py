@@ -18,6 +18,9 @@ from sluice.errors import ApiError
 from sluice.providers.base import StreamTranslator
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
+RECORDED_CHOICES = {"two_choices": 2, "two_candidates": 2}
+"""Recordings of a request that asked for more than one choice (``n``); every other
+recording's request asked for one. A translator drops the choices not asked for."""
 UPDATE = os.environ.get("SLUICE_UPDATE_FIXTURES") == "1"
 
 

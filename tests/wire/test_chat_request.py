@@ -8,6 +8,7 @@ import pytest
 
 from sluice.errors import InvalidRequestError
 from sluice.server.chat import decode_chat_request
+from sluice.wire.chat import OVERRIDE_FIELDS
 
 FULL_REQUEST: dict[str, Any] = {
     "model": "openai/gpt-4o",
@@ -100,17 +101,42 @@ def test_request_properties() -> None:
     assert req.stop_sequences == ["END", "STOP"]
 
 
-def test_unknown_fields_are_dropped_including_ones_that_could_steer_the_upstream() -> None:
-    doc = {
-        "model": "m",
-        "messages": [{"role": "user", "content": "hi"}],
-        "api_base": "http://169.254.169.254",
-        "base_url": "http://evil.test",
-        "api_key": "sk-stolen",
-        "extra_headers": {"x": "y"},
-        "custom_llm_provider": "x",
-    }
+def test_unknown_fields_are_dropped() -> None:
+    doc = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "future_field": [1]}
     assert roundtrip(doc) == {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.mark.parametrize("field", OVERRIDE_FIELDS)
+def test_an_upstream_override_in_the_body_is_refused_by_name(field: str) -> None:
+    doc = {"model": "m", "messages": [{"role": "user", "content": "hi"}], field: "sk-stolen-01234"}
+    with pytest.raises(InvalidRequestError) as info:
+        decode_chat_request(json.dumps(doc).encode())
+    assert (info.value.param, info.value.code) == (field, "unsupported_parameter")
+    assert "sk-stolen" not in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("depth", "refused"), [(63, False), (64, False), (65, True), (100_000, True)]
+)
+def test_nesting_past_the_limit_is_refused_before_decoding(depth: int, refused: bool) -> None:
+    """64 levels of arrays and objects in all, the body's own object included."""
+    inner = "[" * (depth - 1) + "]" * (depth - 1)
+    body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "metadata": %s}' % (
+        inner.encode()
+    )
+    if not refused:
+        decode_chat_request(body)
+        return
+    with pytest.raises(InvalidRequestError) as info:
+        decode_chat_request(body)
+    assert info.value.code == "json_too_deep"
+    assert "64 levels" in info.value.message
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    text = '"[[[{{{\\"' * 500  # brackets, escaped backslashes and quotes, all in strings
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": text}]})
+    assert decode_chat_request(body.encode()).messages[0].content == text
 
 
 @pytest.mark.parametrize(

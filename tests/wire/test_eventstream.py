@@ -12,6 +12,7 @@ from botocore.eventstream import ChecksumMismatch, EventStreamBuffer
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sluice.wire.bounds import EventTooLargeError
 from sluice.wire.eventstream import (
     MAX_HEADERS_BYTES,
     MAX_PAYLOAD_BYTES,
@@ -193,3 +194,22 @@ def test_truncated_frame_waits_and_stays_pending() -> None:
     decoder.feed(GOOD[-1:])
     assert decoder.next_message() is not None
     assert not decoder.pending
+
+
+def test_a_message_past_the_event_bound_is_refused_from_its_prelude() -> None:
+    decoder = EventStreamDecoder(max_event_bytes=4096)
+    decoder.feed(GOOD + with_prelude(4097, 0))  # only the prelude of the big one arrived
+    assert decoder.next_message() is not None  # the good one still comes out
+    with pytest.raises(EventTooLargeError) as info:
+        decoder.next_message()
+    assert info.value.limit == 4096
+    assert decoder.buffered <= 12
+    with pytest.raises(EventStreamError):  # it stays broken
+        decoder.next_message()
+
+
+def test_a_message_at_the_event_bound_is_fine() -> None:
+    one = frame({":event-type": "x"}, b"p" * 100)
+    decoder = EventStreamDecoder(max_event_bytes=len(one))
+    decoder.feed(one)
+    assert decoder.next_message() == EventStreamMessage({":event-type": "x"}, b"p" * 100)

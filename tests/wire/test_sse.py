@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sluice.wire.bounds import EventTooLargeError
 from sluice.wire.sse import ServerSentEvent, SSEDecoder
 
 
@@ -104,3 +105,57 @@ def test_unterminated_last_event_is_not_dispatched() -> None:
 
 def test_id_with_nul_is_ignored_and_unknown_fields_skipped() -> None:
     assert decode_all(b"id: a\0b\nfoo: bar\ndata: x\n\n") == [ServerSentEvent(b"x")]
+
+
+def test_an_endless_line_is_cut_at_the_bound_with_the_events_before_it() -> None:
+    decoder = SSEDecoder(max_event_bytes=1024)
+    assert decoder.feed(b"data: one\n\ndata: ") == [ServerSentEvent(b"one")]
+    assert decoder.feed(b"x" * 1000) == []
+    assert decoder.buffered == 1006
+    with pytest.raises(EventTooLargeError) as info:
+        decoder.feed(b"x" * 100)
+    assert (info.value.limit, info.value.decoded) == (1024, [])
+    with pytest.raises(EventTooLargeError):  # it stays failed
+        decoder.feed(b"\n\n")
+
+
+def test_events_completed_in_the_same_read_come_with_the_error() -> None:
+    decoder = SSEDecoder(max_event_bytes=64)
+    with pytest.raises(EventTooLargeError) as info:
+        decoder.feed(b"data: a\n\ndata: b\n\ndata: " + b"y" * 100)
+    assert info.value.decoded == [ServerSentEvent(b"a"), ServerSentEvent(b"b")]
+
+
+def test_an_event_of_many_short_lines_is_bounded_too() -> None:
+    decoder = SSEDecoder(max_event_bytes=1000)
+    decoder.feed(b"data: 0123456789\n" * 50)  # 550 bytes of data so far
+    assert decoder.buffered <= 1000
+    with pytest.raises(EventTooLargeError):
+        decoder.feed(b"data: 0123456789\n" * 50)
+    lines = SSEDecoder(max_event_bytes=1000)
+    with pytest.raises(EventTooLargeError):
+        lines.feed(b"data\n" * 2000)  # empty data lines count their joining LF
+
+
+def test_a_long_line_fed_in_small_reads_is_decoded_in_linear_time() -> None:
+    """8 MiB in 1 KiB reads: joining the line once is fast; copying the buffer on every
+    read (the old decoder) moved ~32 GB and ran into the test timeout."""
+    decoder = SSEDecoder(max_event_bytes=16 * 1024 * 1024)
+    piece = b"z" * 1024
+    decoder.feed(b"data: ")
+    for _ in range(8 * 1024):
+        assert decoder.feed(piece) == []
+    (event,) = decoder.feed(b"\n\n")
+    assert len(event.data) == 8 * 1024 * 1024
+
+
+@given(st.lists(st.integers(0, 4096), max_size=20), st.integers(16, 512))
+def test_never_buffers_more_than_its_bound(cuts: list[int], bound: int) -> None:
+    stream = (STREAM + b"data: " + b"w" * 600 + b"\n\n") * 4
+    decoder = SSEDecoder(max_event_bytes=bound)
+    for piece in split_at(stream, cuts):
+        try:
+            decoder.feed(piece)
+        except EventTooLargeError:
+            break
+        assert decoder.buffered <= bound

@@ -22,7 +22,7 @@ from sluice.providers.anthropic.upstream import (
     error_detail,
     tool_input_json,
 )
-from sluice.providers.base import ParsedCompletion, Target, UpstreamRequest
+from sluice.providers.base import AdapterBase, ParsedCompletion, Target, UpstreamRequest
 from sluice.providers.errors import malformed_response, retry_after_seconds
 from sluice.providers.normalize import normalize_finish_reason
 from sluice.wire.chat import ChatRequest
@@ -85,12 +85,8 @@ def parse_anthropic_error(status: int, headers: Mapping[str, str], body: bytes) 
     return anthropic_error(status, error_detail(body), retry_after_seconds(headers))
 
 
-class AnthropicAdapter:
+class AnthropicAdapter(AdapterBase):
     """``anthropic`` connections (the Messages API)."""
-
-    def __init__(self, kind: str, new_id: IdFactory) -> None:
-        self.kind = kind
-        self._new_id = new_id
 
     def build_request(self, req: ChatRequest, target: Target) -> UpstreamRequest:
         conn = target.connection
@@ -117,4 +113,4 @@ class AnthropicAdapter:
         return parse_anthropic_error(status, headers, body)
 
     def stream(self, req: ChatRequest) -> AnthropicStreamTranslator:
-        return AnthropicStreamTranslator(self._new_id)
+        return AnthropicStreamTranslator(self._new_id, self._shape(req))

@@ -28,6 +28,7 @@ from sluice.providers.anthropic.upstream import (
     error_detail,
     tool_input_json,
 )
+from sluice.providers.base import DEFAULT_SHAPE, StreamShape
 from sluice.providers.sse_stream import SSEStreamTranslator
 from sluice.providers.stream_base import malformed_event
 from sluice.wire.sse import ServerSentEvent
@@ -47,8 +48,8 @@ class _ToolBlock:
 class AnthropicStreamTranslator(SSEStreamTranslator):
     """Anthropic Messages stream events in, normalized chunks out."""
 
-    def __init__(self, new_id: IdFactory) -> None:
-        super().__init__(new_id)
+    def __init__(self, new_id: IdFactory, shape: StreamShape = DEFAULT_SHAPE) -> None:
+        super().__init__(new_id, shape)
         self._tools: dict[int, _ToolBlock] = {}  # content-block index -> its tool call
         self._calls = 0
         self._counter = UsageCounter()

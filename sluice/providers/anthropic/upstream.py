@@ -19,7 +19,7 @@ import msgspec
 from msgspec import Struct
 
 from sluice.errors import ApiError, UpstreamError
-from sluice.metering.tokens import TokenUsage
+from sluice.metering.tokens import TokenUsage, reported_count
 from sluice.providers.errors import error_for_status
 
 
@@ -109,16 +109,16 @@ class UsageCounter:
 
     def update(self, usage: Usage) -> TokenUsage:
         if usage.input_tokens is not None:
-            self.input = usage.input_tokens
+            self.input = reported_count(usage.input_tokens)
         if usage.output_tokens is not None:
-            self.output = usage.output_tokens
+            self.output = reported_count(usage.output_tokens)
         if usage.cache_creation_input_tokens is not None:
-            self.cache_write = usage.cache_creation_input_tokens
+            self.cache_write = reported_count(usage.cache_creation_input_tokens)
         if usage.cache_read_input_tokens is not None:
-            self.cache_read = usage.cache_read_input_tokens
+            self.cache_read = reported_count(usage.cache_read_input_tokens)
         details = usage.output_tokens_details
         if details is not None and details.thinking_tokens is not None:
-            self.thinking = details.thinking_tokens
+            self.thinking = reported_count(details.thinking_tokens)
         return TokenUsage(
             prompt_tokens=self.input + self.cache_write + self.cache_read,
             completion_tokens=self.output,

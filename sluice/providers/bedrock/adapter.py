@@ -18,7 +18,13 @@ from msgspec import Raw, Struct
 
 from sluice.errors import ApiError, UpstreamError
 from sluice.ids import IdFactory
-from sluice.providers.base import AwsSigning, ParsedCompletion, Target, UpstreamRequest
+from sluice.providers.base import (
+    AdapterBase,
+    AwsSigning,
+    ParsedCompletion,
+    Target,
+    UpstreamRequest,
+)
 from sluice.providers.bedrock.mapping import (
     Usage,
     bedrock_error,
@@ -144,12 +150,8 @@ def signing_region(target: Target) -> str:
     return found.group(1)
 
 
-class BedrockAdapter:
+class BedrockAdapter(AdapterBase):
     """``aws-bedrock`` connections: the Converse API of Bedrock Runtime."""
-
-    def __init__(self, kind: str, new_id: IdFactory) -> None:
-        self.kind = kind
-        self._new_id = new_id
 
     def build_request(self, req: ChatRequest, target: Target) -> UpstreamRequest:
         conn = target.connection
@@ -185,4 +187,4 @@ class BedrockAdapter:
         return parse_bedrock_error(status, headers, body)
 
     def stream(self, req: ChatRequest) -> BedrockStreamTranslator:
-        return BedrockStreamTranslator(self._new_id)
+        return BedrockStreamTranslator(self._new_id, self._shape(req))

@@ -12,7 +12,7 @@ from types import MappingProxyType
 from msgspec import Struct
 
 from sluice.errors import ApiError, UpstreamError
-from sluice.metering.tokens import TokenUsage
+from sluice.metering.tokens import TokenUsage, reported_count
 from sluice.providers.errors import error_for_status
 
 STOP_REASONS = MappingProxyType(
@@ -67,10 +67,10 @@ class Usage(Struct, rename="camel"):
 
 
 def token_usage(usage: Usage) -> TokenUsage:
-    read = usage.cache_read_input_tokens or 0
-    written = usage.cache_write_input_tokens or 0
+    read = reported_count(usage.cache_read_input_tokens or 0)
+    written = reported_count(usage.cache_write_input_tokens or 0)
     return TokenUsage(
-        prompt_tokens=usage.input_tokens + read + written,
+        prompt_tokens=reported_count(usage.input_tokens) + read + written,
         completion_tokens=usage.output_tokens,
         cached_tokens=read,
         cache_write_tokens=written,

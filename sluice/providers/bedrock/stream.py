@@ -22,6 +22,7 @@ from msgspec import Struct
 
 from sluice.errors import ApiError, UpstreamError
 from sluice.ids import IdFactory
+from sluice.providers.base import DEFAULT_SHAPE, StreamShape
 from sluice.providers.bedrock.mapping import (
     ERROR_STATUS,
     Usage,
@@ -119,9 +120,9 @@ class BedrockStreamTranslator(StreamTranslatorBase[EventStreamMessage]):
 
     __slots__ = ("_calls", "_decoder", "_skipped", "_stopped")
 
-    def __init__(self, new_id: IdFactory) -> None:
-        super().__init__(new_id)
-        self._decoder = EventStreamDecoder()
+    def __init__(self, new_id: IdFactory, shape: StreamShape = DEFAULT_SHAPE) -> None:
+        super().__init__(new_id, shape)
+        self._decoder = EventStreamDecoder(shape.max_event_bytes)
         self._calls: dict[int, int] = {}  # content block index -> tool-call index
         self._skipped: set[int] = set()  # blocks of server-side tools
         self._stopped = False

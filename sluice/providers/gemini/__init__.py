@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from urllib.parse import quote
 
 from sluice.errors import ApiError
-from sluice.ids import IdFactory
-from sluice.providers.base import ParsedCompletion, Target, UpstreamRequest
+from sluice.providers.base import AdapterBase, ParsedCompletion, Target, UpstreamRequest
 from sluice.providers.gemini.errors import parse_gemini_error
 from sluice.providers.gemini.request import gemini_body
 from sluice.providers.gemini.response import GeminiStreamTranslator, parse_gemini_completion
@@ -30,12 +29,8 @@ def model_path(native_model: str) -> str:
     return "/".join(quote(segment, safe="") for segment in name.split("/"))
 
 
-class GeminiAdapter:
+class GeminiAdapter(AdapterBase):
     """``gemini`` connections."""
-
-    def __init__(self, kind: str, new_id: IdFactory) -> None:
-        self.kind = kind
-        self._new_id = new_id
 
     def build_request(self, req: ChatRequest, target: Target) -> UpstreamRequest:
         conn = target.connection
@@ -63,4 +58,4 @@ class GeminiAdapter:
         return parse_gemini_error(status, headers, body)
 
     def stream(self, req: ChatRequest) -> GeminiStreamTranslator:
-        return GeminiStreamTranslator(self._new_id)
+        return GeminiStreamTranslator(self._new_id, self._shape(req))

@@ -22,8 +22,8 @@ import msgspec
 
 from sluice.errors import ApiError, InvalidRequestError, UpstreamError
 from sluice.ids import IdFactory
-from sluice.metering.tokens import TokenUsage
-from sluice.providers.base import ParsedCompletion
+from sluice.metering.tokens import TokenUsage, reported_count
+from sluice.providers.base import DEFAULT_SHAPE, ParsedCompletion, StreamShape
 from sluice.providers.errors import malformed_response
 from sluice.providers.gemini.errors import gemini_error
 from sluice.providers.gemini.wire import (
@@ -100,11 +100,13 @@ def prompt_blocked(reason: str) -> InvalidRequestError:
 
 def token_usage(meta: UsageMetadata) -> TokenUsage:
     """``promptTokenCount`` already includes cached content; thoughts are output."""
+    thoughts = reported_count(meta.thoughts_token_count)
     return TokenUsage(
-        prompt_tokens=meta.prompt_token_count + meta.tool_use_prompt_token_count,
-        completion_tokens=meta.candidates_token_count + meta.thoughts_token_count,
+        prompt_tokens=reported_count(meta.prompt_token_count)
+        + reported_count(meta.tool_use_prompt_token_count),
+        completion_tokens=reported_count(meta.candidates_token_count) + thoughts,
         cached_tokens=meta.cached_content_token_count,
-        reasoning_tokens=meta.thoughts_token_count,
+        reasoning_tokens=thoughts,
     )
 
 
@@ -129,8 +131,8 @@ class GeminiStreamTranslator(SSEStreamTranslator):
     """``streamGenerateContent?alt=sse`` events in, normalized chunks out (no end marker:
     the stream is complete when every candidate has a finish reason)."""
 
-    def __init__(self, new_id: IdFactory) -> None:
-        super().__init__(new_id)
+    def __init__(self, new_id: IdFactory, shape: StreamShape = DEFAULT_SHAPE) -> None:
+        super().__init__(new_id, shape)
         self._calls: dict[int, int] = {}  # candidate index -> function calls so far
 
     def _event(self, event: ServerSentEvent) -> None:
