@@ -144,6 +144,10 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Bytes the gateway buffers for one client that is not reading; beyond it the
     stream waits (and stops reading its upstream) until the client reads or is cut
     after ``client_write_timeout``."""
+    client_socket_buffer_bytes: Annotated[int, msgspec.Meta(ge=0)] = 0
+    """``SO_SNDBUF`` of each client connection, bounding what the kernel holds for a
+    client that stops reading; 0 keeps the kernel's autotuning (better throughput on
+    long, fast links)."""
 
 
 class RoutingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

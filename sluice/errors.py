@@ -50,6 +50,19 @@ class InternalError(ApiError):
     """A bug or an unexpected failure inside the gateway; details stay in the log."""
 
 
+class ShuttingDownError(ApiError):
+    """The gateway is stopping: a request still running past the grace period ends
+    with this (mid-stream: the error event), and so does one that reaches the upstream
+    client after it closed. Retryable: another replica, or this one restarted, serves."""
+
+    status = 503
+    retryable = True
+    default_code = "server_shutting_down"
+
+    def __init__(self, message: str = "The gateway is shutting down.") -> None:
+        super().__init__(message, retry_after=1.0)
+
+
 class InvalidRequestError(ApiError):
     status = 400
     type = "invalid_request_error"

@@ -118,6 +118,11 @@ def build_settings(
     port: int | None = None,
 ) -> Settings:
     server = file.server
+    if server.max_buffered_body_bytes < server.max_body_bytes:
+        raise ConfigError(
+            "[server] max_buffered_body_bytes must be at least max_body_bytes "
+            "(else a body of the largest allowed size could never be received)"
+        )
     if host is not None:
         server = msgspec.structs.replace(server, host=host)
     if port is not None:

@@ -105,6 +105,19 @@ on_disconnect = "drain"
             {},
             "at `$.connections[0].timeouts.stall`",
         ),
+        (
+            "[server]\nmax_body_bytes = 2000\nmax_buffered_body_bytes = 1000\n",
+            {},
+            "max_buffered_body_bytes must be at least max_body_bytes",
+        ),
+        ("[server]\nupstream_event_bytes = 0\n", {}, "at `$.server.upstream_event_bytes`"),
+        ("[server]\nmax_json_depth = 2\n", {}, "at `$.server.max_json_depth`"),
+        (
+            '[[connections]]\nid = "a"\nprovider = "openai-compatible"\nbase_url = "http://x"\n'
+            "timeouts = { total = 0 }\n",
+            {},
+            "at `$.connections[0].timeouts.total`",
+        ),
     ],
     ids=[
         "unknown-kind",
@@ -117,6 +130,10 @@ on_disconnect = "drain"
         "bad-toml",
         "zero-timeout",
         "negative-stall",
+        "body-budget-below-body",
+        "zero-event-bound",
+        "shallow-json",
+        "zero-total",
     ],
 )
 def test_bad_configs_fail_loudly(toml: str, env: dict[str, str], message: str) -> None:

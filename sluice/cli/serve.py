@@ -53,7 +53,7 @@ async def _run(settings: Settings) -> None:
         await stop.wait()
     finally:
         click.echo("Sluice: shutting down", err=True)
-        await stop_gateway(running)
+        await stop_gateway(running, settings.server.shutdown_grace)
 
 
 @click.command()

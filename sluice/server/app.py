@@ -22,6 +22,7 @@ from sluice.errors import (
     InternalError,
     MethodNotAllowedError,
     NotFoundError,
+    ShuttingDownError,
 )
 from sluice.guardrails.selection import Guardrails
 from sluice.ids import IdFactory, random_id
@@ -195,6 +196,10 @@ class Gateway:
             body_timeout=server.body_timeout,
             keepalive_timeout=server.keepalive_timeout,
             write_timeout=server.client_write_timeout,
+            max_concurrent_bodies=server.max_concurrent_bodies,
+            max_buffered_body_bytes=server.max_buffered_body_bytes,
+            write_buffer_bytes=server.client_write_buffer_bytes,
+            socket_buffer_bytes=server.client_socket_buffer_bytes,
         )
 
     async def start(self) -> None:
@@ -280,6 +285,8 @@ class Gateway:
             await self._fail(call, err)
         except (ClientGoneError, asyncio.CancelledError):
             status = 499
+            if call.writer.interrupted:  # the gateway is stopping, not the client leaving
+                status = self._interrupted(call)
             raise
         except Exception:
             status = 500
@@ -361,6 +368,27 @@ class Gateway:
             await self.limiter.finish(ticket, total_tokens)
         except LimiterUnavailableError:
             _errors.warning("could not settle rate-limit tokens: limiter unavailable")
+
+    def _interrupted(self, call: Call) -> int:
+        """A request cut by shutdown: its last event (or a 503) goes out now, without
+        waiting for the client; its outcome says ``shutdown``. Returns the status."""
+        err = ShuttingDownError()
+        writer, outcome = call.writer, call.outcome
+        if outcome is not None:
+            outcome.error = err
+        try:
+            if not writer.started:
+                writer.keep_alive = False
+                writer.send_now(err.http_status, error_headers(err, call.headers), error_json(err))
+                return err.http_status
+            if not writer.finished:
+                usage = None
+                if outcome is not None and outcome.req.include_usage:
+                    usage = outcome.wire_usage(cut=True)
+                writer.end_now(error_event(err, usage))
+        except ClientGoneError:
+            pass
+        return 200
 
     async def _fail(self, call: Call, err: ApiError) -> None:
         writer = call.writer

@@ -42,9 +42,11 @@ class ClientGoneError(Exception):
 
 
 class Sink(Protocol):
-    """The connection side of a :class:`ResponseWriter`."""
+    """The connection side of a :class:`ResponseWriter`. ``interrupted``: the gateway
+    is stopping and cut this response short (its task was cancelled for that)."""
 
     paused: bool
+    interrupted: bool
 
     def write(self, data: bytes) -> None: ...
 
@@ -79,13 +81,17 @@ class ResponseWriter:
         self.finished = False
 
     async def send(self, status: int, headers: Headers, body: bytes) -> None:
+        self.send_now(status, headers, body)
+        await self._conn.drain()
+
+    def send_now(self, status: int, headers: Headers, body: bytes) -> None:
+        """:meth:`send` without waiting for the client to read it."""
         self.started = self.finished = True
         extra = [("content-length", str(len(body)))]
         if not self.keep_alive:
             extra.append(("connection", "close"))
         head = response_head(status, headers + extra)
         self._conn.write(head if self._head_only else head + body)
-        await self._conn.drain()
 
     def start(self, status: int, headers: Headers) -> None:
         """Begin a streamed body (chunked; raw until close for HTTP/1.0). The head goes
@@ -115,6 +121,24 @@ class ResponseWriter:
         self.write_now(data)
         if self._conn.paused:
             await self._conn.drain()
+
+    @property
+    def interrupted(self) -> bool:
+        """The gateway stopped this response (not the client leaving)."""
+        return self._conn.interrupted
+
+    def end_now(self, data: bytes) -> None:
+        """Write the last ``data`` and end the body without waiting for the client (the
+        gateway is stopping); the connection closes after it."""
+        self.finished = True
+        self.keep_alive = False
+        if self._head_only:
+            data = b""
+        tail = data
+        if self._chunked:
+            tail = b"%x\r\n%b\r\n0\r\n\r\n" % (len(data), data) if data else b"0\r\n\r\n"
+        self._conn.write(self._head + tail)
+        self._head = b""
 
     async def end(self, data: bytes = b"", close: bool = False) -> None:
         """Write the last ``data`` and finish the body in one write; ``close`` ends the

@@ -8,8 +8,13 @@ Why not a framework: a gateway's hard parts live exactly here, and we measured
   (``body_timeout``), and idle keep-alive connections;
 * refuses bodies over ``max_body_bytes`` with 413 before reading them
   (``Content-Length``) or as soon as they grow past it (chunked uploads);
+* sheds load: over all connections, at most ``max_concurrent_bodies`` request bodies
+  (and ``max_buffered_body_bytes`` of them) are received at once; one more is refused
+  with 503 and ``Retry-After`` before it is read (:class:`Intake`);
 * writes every event straight to the socket, and waits when the client's socket
-  buffer is full instead of buffering without bound (backpressure);
+  buffer is full instead of buffering without bound (backpressure): a client that
+  stops reading holds at most ``write_buffer_bytes`` here (and ``socket_buffer_bytes``
+  in the kernel when that is set);
 * cancels the request's task the moment the client goes away, which closes the
   upstream call.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections import deque
 from collections.abc import Callable
 from typing import cast
@@ -40,8 +46,8 @@ _MAX_HEADERS = 100
 _HEAD_FRAMING = 4 * _MAX_HEADERS + 1024
 """Raw bytes a head may carry beyond its names and values: separators, line ends, request line."""
 _MAX_PIPELINED = 8
-_WRITE_HIGH_WATER = 64 * 1024
 _LINGER_SECONDS = 2.0
+_BUSY = "The gateway is receiving too many request bodies; retry shortly."
 
 
 class Limits(msgspec.Struct, frozen=True):
@@ -51,6 +57,57 @@ class Limits(msgspec.Struct, frozen=True):
     body_timeout: float
     keepalive_timeout: float
     write_timeout: float
+    max_concurrent_bodies: int = 64
+    max_buffered_body_bytes: int = 64 * 1024 * 1024
+    write_buffer_bytes: int = 64 * 1024
+    socket_buffer_bytes: int = 0
+    """``SO_SNDBUF`` of each client socket; 0 leaves the kernel's autotuning."""
+
+
+class Intake:
+    """What one listener's connections share: which are open, and the request bodies
+    being received right now, counted and bounded (by declared length, or as chunks
+    arrive). Reserving fails once a bound would be passed; the caller refuses."""
+
+    def __init__(self, limits: Limits) -> None:
+        self._max_bodies = limits.max_concurrent_bodies
+        self._max_bytes = limits.max_buffered_body_bytes
+        self.bodies = 0
+        self.bytes = 0
+        self.live: set[HttpConnection] = set()
+        self._empty = asyncio.Event()
+        self._empty.set()
+
+    def opened(self, conn: HttpConnection) -> None:
+        self.live.add(conn)
+        self._empty.clear()
+
+    def closed(self, conn: HttpConnection) -> None:
+        self.live.discard(conn)
+        if not self.live:
+            self._empty.set()
+
+    async def all_closed(self) -> None:
+        """Return once no connection is open."""
+        await self._empty.wait()
+
+    def reserve(self, size: int) -> bool:
+        """A new body of ``size`` bytes (0 for a chunked one, grown as it arrives)."""
+        if self.bodies >= self._max_bodies or self.bytes + size > self._max_bytes:
+            return False
+        self.bodies += 1
+        self.bytes += size
+        return True
+
+    def grow(self, size: int) -> bool:
+        if self.bytes + size > self._max_bytes:
+            return False
+        self.bytes += size
+        return True
+
+    def release(self, size: int) -> None:
+        self.bodies -= 1
+        self.bytes -= size
 
 
 ErrorResponse = Callable[[int, str], tuple[Headers, bytes]]
@@ -63,9 +120,9 @@ class HttpConnection(asyncio.Protocol):
         handler: Handler,
         limits: Limits,
         error_response: ErrorResponse,
-        live: set[HttpConnection],
+        intake: Intake,
     ) -> None:
-        self._live = live
+        self._intake = intake
         self._handler = handler
         self._limits = limits
         self._error_response = error_response
@@ -80,6 +137,7 @@ class HttpConnection(asyncio.Protocol):
         self._closing = False
         self._lingering: asyncio.Transport | None = None
         self.paused = False
+        self.interrupted = False
         self._reset()
 
     # -- per-request parse state -------------------------------------------------------
@@ -94,18 +152,26 @@ class HttpConnection(asyncio.Protocol):
         self._head_too_large = False
         self._in_head = False
         self._expect_body = False
+        self._reserved: int | None = None  # bytes this body holds in the intake, if any
 
     # -- asyncio.Protocol ----------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
         self._transport = transport
-        self._live.add(self)
-        transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+        self._intake.opened(self)
+        transport.set_write_buffer_limits(high=self._limits.write_buffer_bytes)
+        if self._limits.socket_buffer_bytes:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_SNDBUF, self._limits.socket_buffer_bytes
+                )
         self._arm(self._limits.header_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._live.discard(self)
+        self._intake.closed(self)
+        self._release_body()
         self._lingering = None
         self._transport = None
         self._disarm()
@@ -172,7 +238,11 @@ class HttpConnection(asyncio.Protocol):
             self._reject(413, "The request body is larger than the limit.")
             return
         self._expect_body = length != 0 and (length is not None or self._chunked_upload())
+        if self._expect_body and not self._intake.reserve(length or 0):
+            self._reject(503, _BUSY)
+            return
         if self._expect_body:
+            self._reserved = length or 0
             if self._task is None:
                 self._arm(self._limits.body_timeout)
                 # never in the middle of another response (a pipelining client)
@@ -189,9 +259,18 @@ class HttpConnection(asyncio.Protocol):
         if self._body_size > self._limits.max_body_bytes:
             self._reject(413, "The request body is larger than the limit.")
             return
+        reserved = self._reserved
+        if reserved is not None and self._body_size > reserved:  # chunked: grows as it comes
+            if not self._intake.grow(self._body_size - reserved):
+                self._reject(
+                    503, "The gateway is receiving too many request bodies; retry shortly."
+                )
+                return
+            self._reserved = self._body_size
         self._body.append(body)
 
     def on_message_complete(self) -> None:
+        self._release_body()
         if self._transport is None or self._parser.should_upgrade():
             return  # an upgrade request is refused when the parser reports it
         parser = self._parser
@@ -268,6 +347,15 @@ class HttpConnection(asyncio.Protocol):
         else:
             self._closing = True
 
+    def interrupt(self) -> None:
+        """The gateway is stopping: cut the request in flight; its handler sees
+        :attr:`interrupted` and ends the response with ``server_shutting_down``."""
+        self._queue.clear()
+        self._closing = True
+        if self._task is not None and not self._task.done():
+            self.interrupted = True
+            self._task.cancel()
+
     def abort(self) -> None:
         transport = self._transport or self._lingering
         if transport is not None:
@@ -326,6 +414,11 @@ class HttpConnection(asyncio.Protocol):
         else:
             self._close()
 
+    def _release_body(self) -> None:
+        if self._reserved is not None:
+            self._intake.release(self._reserved)
+            self._reserved = None
+
     def _reject(self, status: int, message: str) -> None:
         """Answer a request that never reached a handler, then close.
 
@@ -333,6 +426,7 @@ class HttpConnection(asyncio.Protocol):
         the client still sends for a moment, so its kernel does not turn our close
         into a reset that destroys the answer before the client reads it.
         """
+        self._release_body()
         transport = self._transport
         if transport is None:
             return

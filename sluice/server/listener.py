@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from sluice.server.exchange import Handler
-from sluice.server.http1 import ErrorResponse, HttpConnection, Limits
+from sluice.server.http1 import ErrorResponse, HttpConnection, Intake, Limits
+
+_LAST_WORDS_SECONDS = 1.0
+"""How long interrupted responses get to write their last event and flush it."""
 
 
 class Listener:
-    def __init__(self, server: asyncio.Server, live: set[HttpConnection]) -> None:
+    def __init__(self, server: asyncio.Server, intake: Intake) -> None:
         self.server = server
-        self._live = live
+        self._intake = intake
+        self._live = intake.live
 
     @property
     def address(self) -> tuple[str, int]:
@@ -21,7 +26,9 @@ class Listener:
 
     async def stop(self, grace: float) -> None:
         """Stop accepting, close idle connections, give busy ones ``grace`` seconds to
-        finish their response, then cut them (which cancels their requests)."""
+        finish their response, then interrupt them: each ends its response with
+        ``server_shutting_down`` and settles. Connections still open a moment later
+        (a client not reading its last bytes) are cut."""
         self.server.close()
         for conn in list(self._live):
             conn.close_when_idle()
@@ -30,9 +37,14 @@ class Listener:
             await asyncio.wait(busy, timeout=grace)
         cut = [c.task for c in self._live if c.task is not None]
         for conn in list(self._live):
-            conn.abort()  # its connection_lost cancels its request
-        if cut:  # their handlers settle (or hand off) before the gateway closes
-            await asyncio.wait(cut, timeout=grace)
+            conn.interrupt()
+        if cut:  # their handlers write their last event and settle
+            await asyncio.wait(cut, timeout=_LAST_WORDS_SECONDS)
+        with contextlib.suppress(TimeoutError):  # their last bytes flush, then they close
+            async with asyncio.timeout(_LAST_WORDS_SECONDS):
+                await self._intake.all_closed()
+        for conn in list(self._live):
+            conn.abort()
         await asyncio.sleep(0)  # let the remaining connection_lost callbacks run
 
 
@@ -44,14 +56,14 @@ async def listen(
     port: int,
     **kwargs: Any,
 ) -> Listener:
-    live: set[HttpConnection] = set()
+    intake = Intake(limits)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: HttpConnection(handler, limits, error_response, live),
+        lambda: HttpConnection(handler, limits, error_response, intake),
         host,
         port,
         backlog=4096,
         reuse_address=True,
         **kwargs,
     )
-    return Listener(server, live)
+    return Listener(server, intake)

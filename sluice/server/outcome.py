@@ -12,7 +12,7 @@ from types import MappingProxyType
 
 import msgspec
 
-from sluice.errors import ApiError
+from sluice.errors import ApiError, ShuttingDownError
 from sluice.guardrails.rule import Note
 from sluice.metering.charges import Rate, as_priced, charge, usd_from_nano
 from sluice.metering.meter import Ticket
@@ -125,6 +125,8 @@ class Outcome:
         if self.error is not None:
             if self.error.code == "guardrail_blocked":
                 return "blocked"
+            if isinstance(self.error, ShuttingDownError):
+                return "shutdown"
             return "incomplete" if self.sent and self.error.code in _CUT_CODES else "error"
         reason = self.finish_reason()
         return "truncated" if reason == "length" else "complete"

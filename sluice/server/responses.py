@@ -10,6 +10,7 @@ from sluice.errors import (
     InvalidRequestError,
     RequestTimeoutError,
     RequestTooLargeError,
+    ServiceUnavailableError,
 )
 from sluice.server.exchange import Headers
 
@@ -37,4 +38,6 @@ def connection_error(status: int, message: str) -> ApiError:
         return RequestTimeoutError(message, code="client_timeout")
     if status == 431:
         return InvalidRequestError(message, code="headers_too_large", http_status=431)
+    if status == 503:
+        return ServiceUnavailableError(message, code="server_busy", retry_after=1.0)
     return InvalidRequestError(message, code="malformed_http")

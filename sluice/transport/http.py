@@ -17,7 +17,7 @@ import aiohttp
 from yarl import URL
 
 from sluice.config import Timeouts
-from sluice.errors import ApiError, RequestTimeoutError, ServiceUnavailableError, UpstreamError
+from sluice.errors import ApiError, RequestTimeoutError, ShuttingDownError, UpstreamError
 from sluice.providers.base import UpstreamRequest
 from sluice.transport.aws_sigv4 import AwsSigner
 from sluice.transport.guarded_resolver import guarded_connector
@@ -318,7 +318,7 @@ class HttpTransport:
             return LocalResponse(req.local.script(), sent_at, timeouts.total)
         session = self._sessions.get((guarded, fresh))
         if session is None:
-            raise ServiceUnavailableError("The gateway is shutting down.", code="shutting_down")
+            raise ShuttingDownError()
         headers = req.headers
         if req.aws_sigv4 is not None:
             if self._signer is None:
@@ -353,7 +353,5 @@ class HttpTransport:
         except RuntimeError:  # aiohttp: "Session is closed"
             if not session.closed:
                 raise
-            raise ServiceUnavailableError(
-                "The gateway is shutting down.", code="shutting_down"
-            ) from None
+            raise ShuttingDownError() from None
         return HttpResponse(resp, sent_at, timeouts.total)

@@ -196,7 +196,8 @@ async def test_without_drain_a_non_streamed_call_is_closed_and_costs_nothing(
 async def test_a_stream_cut_by_shutdown_is_settled_not_drained(
     tmp_path: Path, fake: FakeUpstream
 ) -> None:
-    """The gateway stopping is not the client leaving: the call is closed and settled."""
+    """The gateway stopping is not the client leaving: the call is closed, settled and
+    logged as ``shutdown``, and the client gets the error event that says so."""
     fake.queue(Reply.stream(*long_answer(3, tail=[Pause(30)])))
     config = drain_toml(fake.base_url)
     async with running_gateway(tmp_path, config, stop_grace=0.2) as gw:
@@ -207,6 +208,9 @@ async def test_a_stream_cut_by_shutdown_is_settled_not_drained(
         await client.read_chunk()
         team = await account_id(gw, "team")
         storage_url = gw.gateway.settings.storage_url
+    rest = b""
+    while (piece := await client.read_chunk()) is not None and piece:
+        rest += piece
     await client.close()
     store = await open_store(storage_url)
     try:
@@ -217,7 +221,13 @@ async def test_a_stream_cut_by_shutdown_is_settled_not_drained(
         await store.close()
     assert account is not None and (account.held, account.open_holds) == (0, 0)
     assert request_rows == []
-    assert row is not None and row.status == "cancelled" and row.disconnect == "cancel"
+    assert row is not None and row.status == "shutdown" and row.disconnect is None
+    last = json.loads(rest.strip().split(b"\n\n")[-1].removeprefix(b"data: "))
+    assert (last["error"]["type"], last["error"]["code"]) == (
+        "server_error",
+        "server_shutting_down",
+    )
+    assert b"[DONE]" not in rest
     await asyncio.wait_for(fake.hung_up.wait(), 2)
 
 

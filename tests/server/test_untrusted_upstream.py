@@ -259,11 +259,14 @@ async def test_a_deeply_nested_upstream_answer_is_malformed_not_a_crash(
             gw.host, gw.port, post("/v1/chat/completions", chat(stream), gw.dev_key.key)
         )
     assert resp.status == 502
-    assert resp.json()["error"]["code"] == {
-        "stream": "upstream_malformed_event",
-        "whole": "upstream_malformed_response",
-        "error": "upstream_http_error",
-    }[kind]
+    assert (
+        resp.json()["error"]["code"]
+        == {
+            "stream": "upstream_malformed_event",
+            "whole": "upstream_malformed_response",
+            "error": "upstream_http_error",
+        }[kind]
+    )
     assert "Traceback" not in caplog.text and "RecursionError" not in caplog.text
 
 
