@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: serve test lint typecheck unit services bench clean
+.PHONY: serve test lint typecheck unit services bench resilience clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ services:
 
 bench: $(STAMP)
 	bench/peers.sh
+
+# The resilience suite at full counts (several minutes); `make test` runs its fast tier.
+resilience: $(STAMP) services
+	$(BIN)/python -m bench.resilience --tier full --write bench/RESILIENCE.md
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
