@@ -3,7 +3,8 @@
 An upstream's error can quote what the gateway sent it: the ``Authorization`` header,
 an ``x-api-key``, a signed URL. A :class:`Redactor` knows the request's own upstream
 credentials exactly (and their URL-encoded form) and replaces them wherever they
-appear, then replaces what merely looks like a credential (``sk-…``, ``Bearer …``, an
+appear, in any letter case (a provider may fold an echoed value into an upper- or
+lower-case code), then replaces what merely looks like a credential (``sk-…``, ``Bearer …``, an
 AWS access key id, a Google API key, a ``key=`` query parameter). It is applied to
 every string field of an error (message, code, param) before the error is recorded,
 logged or sent.
@@ -34,7 +35,7 @@ _CREDENTIAL_LIKE = re.compile(
 class Redactor:
     """Replaces the given secrets, then credential-looking text, with ``[redacted]``."""
 
-    __slots__ = ("_secrets",)
+    __slots__ = ("_known",)
 
     def __init__(self, secrets: Iterable[str]) -> None:
         forms = set()
@@ -42,12 +43,16 @@ class Redactor:
             if len(secret) >= MIN_SECRET_CHARS:
                 forms.add(secret)
                 forms.add(quote(secret, safe=""))
-        self._secrets = sorted(forms, key=len, reverse=True)  # a longer form first
+        longest_first = sorted(forms, key=len, reverse=True)
+        self._known = (
+            re.compile("|".join(map(re.escape, longest_first)), re.IGNORECASE)
+            if longest_first
+            else None
+        )
 
     def text(self, value: str) -> str:
-        for secret in self._secrets:
-            if secret in value:
-                value = value.replace(secret, REDACTED)
+        if self._known is not None:
+            value = self._known.sub(REDACTED, value)
         return _CREDENTIAL_LIKE.sub(REDACTED, value)
 
     def error(self, err: ApiError) -> ApiError:

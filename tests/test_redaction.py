@@ -27,6 +27,12 @@ def test_text(text: str, expected: str) -> None:
     assert Redactor([KEY]).text(text) == expected
 
 
+def test_a_known_secret_in_another_letter_case() -> None:
+    """Gemini folds its ``status`` into a lower-case code; an echoed key goes with it."""
+    assert Redactor([KEY]).text(f"code {KEY.lower()}") == "code [redacted]"
+    assert Redactor([KEY]).text(f"CODE {KEY.upper()}") == "CODE [redacted]"
+
+
 def test_url_encoded_form_of_a_known_secret() -> None:
     secret = "p@ss/word+1234"
     assert Redactor([secret]).text("sent p%40ss%2Fword%2B1234") == "sent [redacted]"

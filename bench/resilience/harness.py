@@ -119,6 +119,7 @@ async def gateway(
     path = home / "sluice.toml"
     path.write_text(config)
     log = home / "gateway.log"
+    start = log.stat().st_size if log.exists() else 0  # a restart appends to the old log
     environment = {**os.environ, "SLUICE_HOME": str(home), "PYTHONUNBUFFERED": "1"}
     environment |= env or {}
     args = ["--config", str(path), "--port", "0", "--log-level", log_level]
@@ -127,7 +128,7 @@ async def gateway(
             *_command(ctx, args), stdout=asyncio.subprocess.DEVNULL, stderr=sink, env=environment
         )
     try:
-        match = await _banner(proc, log)
+        match = await _banner(proc, log, start)
         key = (home / "dev-key").read_text().strip() if (home / "dev-key").exists() else ""
         yield Gateway(proc.pid, match.group(1), int(match.group(2)), key, home, log)
     finally:
@@ -140,11 +141,11 @@ async def gateway(
                 await proc.wait()
 
 
-async def _banner(proc: asyncio.subprocess.Process, log: Path) -> re.Match[str]:
+async def _banner(proc: asyncio.subprocess.Process, log: Path, start: int) -> re.Match[str]:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 30
     while loop.time() < deadline:
-        text = log.read_text(errors="replace")
+        text = log.read_bytes()[start:].decode(errors="replace")
         if "Press Ctrl-C" in text and (match := BANNER.search(text)):
             return match
         if proc.returncode is not None:

@@ -80,17 +80,13 @@ async def _run(settings: Settings) -> None:
     default="INFO",
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    help="Log verbosity; INFO logs one line per request.",
+    help="Sluice's log verbosity (libraries: warnings only); INFO logs one line per request.",
 )
 def serve(
     config_path: Path | None, host: str | None, port: int | None, home: str | None, log_level: str
 ) -> None:
     """Run the gateway (SQLite and the demo provider unless a config says otherwise)."""
-    logging.basicConfig(
-        level=log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    configure_logging(log_level)
     env = dict(os.environ)
     try:
         file = read_config_file(config_path) if config_path else FileConfig()
@@ -100,6 +96,18 @@ def serve(
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
         raise click.ClickException(f"cannot start: {exc.strerror or exc}") from None
+
+
+def configure_logging(level: str) -> None:
+    """``level`` is Sluice's own; libraries log warnings and errors only. Their debug
+    output can carry credentials (botocore logs the headers it signs, a session token
+    among them), and a gateway's log must never."""
+    logging.basicConfig(
+        level=logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    logging.getLogger("sluice").setLevel(level.upper())
 
 
 def _start(settings: Settings) -> None:

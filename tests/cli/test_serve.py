@@ -120,3 +120,18 @@ def test_bad_config_exits_with_a_clear_message(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "Expected `int`, got `str` - at `$.server.port`" in result.output
     assert "Traceback" not in result.output
+
+
+def test_debug_logs_sluice_only_not_the_libraries_that_log_credentials() -> None:
+    """botocore's debug output quotes the headers it signs (a session token among them):
+    ``--log-level DEBUG`` is Sluice's own verbosity, libraries stay at warnings."""
+    code = (
+        "import logging; from sluice.cli.serve import configure_logging; "
+        "configure_logging('DEBUG'); "
+        "print(logging.getLogger('sluice.server').isEnabledFor(logging.DEBUG), "
+        "logging.getLogger('botocore.auth').isEnabledFor(logging.DEBUG), "
+        "logging.getLogger('aiohttp.client').isEnabledFor(logging.INFO), "
+        "logging.getLogger('botocore').isEnabledFor(logging.WARNING))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False", "False", "True"]
