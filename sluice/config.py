@@ -134,12 +134,13 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     shutdown_grace: Annotated[float, msgspec.Meta(ge=0)] = 5.0
     """Seconds a stop waits for responses in flight; then each live stream ends with
     ``server_shutting_down``."""
-    max_concurrent_bodies: Annotated[int, msgspec.Meta(gt=0)] = 64
+    max_concurrent_bodies: Annotated[int, msgspec.Meta(gt=0)] = 256
     """Request bodies being received at once, over all connections; one more is refused
     with 503 and ``Retry-After`` before it is read."""
     max_buffered_body_bytes: Annotated[int, msgspec.Meta(gt=0)] = 64 * 1024 * 1024
-    """Bytes of request bodies being received at once (by ``Content-Length``, or as
-    they arrive when chunked); a body that would pass it is refused the same way."""
+    """Bytes the bodies of the requests in hand may hold (counted as they arrive, given
+    back when each request ends); a body whose declared length does not fit is refused
+    on its head, one that grows past it as soon as it does."""
     client_write_buffer_bytes: Annotated[int, msgspec.Meta(gt=0)] = 64 * 1024
     """Bytes the gateway buffers for one client that is not reading; beyond it the
     stream waits (and stops reading its upstream) until the client reads or is cut
@@ -147,7 +148,10 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     client_socket_buffer_bytes: Annotated[int, msgspec.Meta(ge=0)] = 0
     """``SO_SNDBUF`` of each client connection, bounding what the kernel holds for a
     client that stops reading; 0 keeps the kernel's autotuning (better throughput on
-    long, fast links)."""
+    long, fast links). Below 64 KiB it slows even a client that reads."""
+    upstream_socket_buffer_bytes: Annotated[int, msgspec.Meta(ge=0)] = 0
+    """``SO_RCVBUF`` of each upstream connection, bounding what the kernel holds from an
+    upstream whose client stopped reading; 0 keeps the kernel's autotuning."""
 
 
 class RoutingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -78,13 +78,18 @@ def prompt_token_ceiling(req: ChatRequest) -> int:
     makes a token of less than a byte) plus a ceiling per media part."""
     total = REPLY_PRIMING_TOKENS
     for message in req.messages:
-        total += MESSAGE_OVERHEAD_TOKENS + len(message_text(message).encode("utf-8"))
+        total += MESSAGE_OVERHEAD_TOKENS + utf8_length(message_text(message))
         content = message.content
         if isinstance(content, list):
             total += MEDIA_TOKEN_CEILING * sum(not isinstance(part, TextPart) for part in content)
     if req.tool_list:
         total += len(_ENCODER.encode(req.tool_list))
     return total
+
+
+def utf8_length(text: str) -> int:
+    """Bytes of ``text`` in UTF-8, without encoding it when it is ASCII (most prompts)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def estimate_prompt_tokens(req: ChatRequest) -> int:

@@ -70,7 +70,7 @@ class ConnectionBody(msgspec.Struct, forbid_unknown_fields=True):
     prices: dict[str, PriceConfig] = {}
 
 
-def _decode(body: bytes, kind: type[Any]) -> Any:
+def _decode(body: bytes | bytearray, kind: type[Any]) -> Any:
     return decode_body(msgspec.json.Decoder(kind), body or b"{}", DEFAULT_MAX_JSON_DEPTH)
 
 

@@ -137,6 +137,7 @@ class Gateway:
             f"sluice/{__version__}",
             clock,
             allow_private_upstreams=settings.server.allow_private_upstreams,
+            receive_buffer_bytes=settings.server.upstream_socket_buffer_bytes,
         )
         routing = settings.routing
         self.router = Router(

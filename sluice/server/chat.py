@@ -47,7 +47,9 @@ _REQUEST = msgspec.json.Decoder(ChatRequest)
 _ENCODER = msgspec.json.Encoder()
 
 
-def decode_chat_request(body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> ChatRequest:
+def decode_chat_request(
+    body: bytes | bytearray, max_depth: int = DEFAULT_MAX_JSON_DEPTH
+) -> ChatRequest:
     req = decode_body(_REQUEST, body, max_depth)
     refuse_overrides(req)
     return req
@@ -68,6 +70,7 @@ def _identity(call: Call, attempt: Attempt, plan: Plan) -> StreamIdentity:
 
 async def chat_completions(gw: Gateway, call: Call) -> None:
     req = decode_chat_request(call.request.body, gw.settings.server.max_json_depth)
+    call.request.body = b""  # decoded: the raw bytes need not live as long as the request
     assert call.principal is not None
     outcome = call.outcome = Outcome(req)
     subject = gw.limit_subject(call.principal)
@@ -132,6 +135,7 @@ async def _stream(gw: Gateway, call: Call, outcome: Outcome, plan: Plan, output:
             if opened.ended:
                 first += await guard.finish()
         pending = encoder.events(first) if first else b""
+        first = opened.first = []  # written once; not kept for the whole stream
         writer.start(200, [*call.headers, *SSE_HEADERS])
         if guard is not None and guard.failure is not None:
             raise guard.failure

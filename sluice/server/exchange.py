@@ -15,9 +15,11 @@ _REASONS: Mapping[int, bytes] = MappingProxyType(
 
 class Request:
     """A parsed request. ``path`` is the raw target's path, exactly as sent (no endpoint
-    reads a query string, so none is kept)."""
+    reads a query string, so none is kept). ``received``: the body's size as received,
+    counted by the server's intake until the request ends (a handler may drop ``body``
+    once it has decoded it)."""
 
-    __slots__ = ("body", "headers", "keep_alive", "method", "path", "version")
+    __slots__ = ("body", "headers", "keep_alive", "method", "path", "received", "version")
 
     def __init__(
         self,
@@ -25,9 +27,10 @@ class Request:
         method: str,
         path: str,
         headers: dict[str, str],
-        body: bytes,
+        body: bytes | bytearray,
         version: str,
         keep_alive: bool,
+        received: int = 0,
     ) -> None:
         self.method = method
         self.path = path
@@ -35,6 +38,7 @@ class Request:
         self.body = body
         self.version = version
         self.keep_alive = keep_alive
+        self.received = received
 
 
 class ClientGoneError(Exception):

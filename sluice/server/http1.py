@@ -8,9 +8,11 @@ Why not a framework: a gateway's hard parts live exactly here, and we measured
   (``body_timeout``), and idle keep-alive connections;
 * refuses bodies over ``max_body_bytes`` with 413 before reading them
   (``Content-Length``) or as soon as they grow past it (chunked uploads);
-* sheds load: over all connections, at most ``max_concurrent_bodies`` request bodies
-  (and ``max_buffered_body_bytes`` of them) are received at once; one more is refused
-  with 503 and ``Retry-After`` before it is read (:class:`Intake`);
+* sheds load (:class:`Intake`): over all connections, at most ``max_concurrent_bodies``
+  request bodies are being received at once, and the bodies of the requests in hand
+  (being received, queued or being served) hold at most ``max_buffered_body_bytes``;
+  a body that would pass either is refused with 503 and ``Retry-After``, on its head
+  when its declared length already does not fit, else as soon as it grows past;
 * writes every event straight to the socket, and waits when the client's socket
   buffer is full instead of buffering without bound (backpressure): a client that
   stops reading holds at most ``write_buffer_bytes`` here (and ``socket_buffer_bytes``
@@ -47,6 +49,8 @@ _HEAD_FRAMING = 4 * _MAX_HEADERS + 1024
 """Raw bytes a head may carry beyond its names and values: separators, line ends, request line."""
 _MAX_PIPELINED = 8
 _LINGER_SECONDS = 2.0
+_LINGER_BYTES = 1024 * 1024
+"""What a refused client may still send while the answer lingers; then it is cut."""
 _BUSY = "The gateway is receiving too many request bodies; retry shortly."
 
 
@@ -57,7 +61,7 @@ class Limits(msgspec.Struct, frozen=True):
     body_timeout: float
     keepalive_timeout: float
     write_timeout: float
-    max_concurrent_bodies: int = 64
+    max_concurrent_bodies: int = 256
     max_buffered_body_bytes: int = 64 * 1024 * 1024
     write_buffer_bytes: int = 64 * 1024
     socket_buffer_bytes: int = 0
@@ -65,13 +69,20 @@ class Limits(msgspec.Struct, frozen=True):
 
 
 class Intake:
-    """What one listener's connections share: which are open, and the request bodies
-    being received right now, counted and bounded (by declared length, or as chunks
-    arrive). Reserving fails once a bound would be passed; the caller refuses."""
+    """What one listener's connections share: which are open; how many request bodies
+    are being received (``bodies``); how many bytes the bodies of the requests in hand
+    hold (``bytes``: counted as they arrive, so a length that is declared and never
+    sent costs nothing, and given back when the request ends). Large bodies (over
+    ``LARGE_BODY_BYTES``) may fill only 7/8 of the bytes: the rest is kept for ordinary
+    requests, which a flood of uploads then cannot lock out. A step that would pass a
+    bound returns False; the caller refuses the request."""
+
+    LARGE_BODY_BYTES = 1024 * 1024
 
     def __init__(self, limits: Limits) -> None:
         self._max_bodies = limits.max_concurrent_bodies
         self._max_bytes = limits.max_buffered_body_bytes
+        self._max_large = limits.max_buffered_body_bytes * 7 // 8
         self.bodies = 0
         self.bytes = 0
         self.live: set[HttpConnection] = set()
@@ -91,22 +102,30 @@ class Intake:
         """Return once no connection is open."""
         await self._empty.wait()
 
-    def reserve(self, size: int) -> bool:
-        """A new body of ``size`` bytes (0 for a chunked one, grown as it arrives)."""
-        if self.bodies >= self._max_bodies or self.bytes + size > self._max_bytes:
+    def _fits(self, size: int, body_size: int) -> bool:
+        limit = self._max_large if body_size > self.LARGE_BODY_BYTES else self._max_bytes
+        return self.bytes + size <= limit
+
+    def begin(self, declared: int) -> bool:
+        """A body starts (``declared``: its Content-Length, 0 when chunked)."""
+        if self.bodies >= self._max_bodies or not self._fits(declared, declared):
             return False
         self.bodies += 1
-        self.bytes += size
         return True
 
-    def grow(self, size: int) -> bool:
-        if self.bytes + size > self._max_bytes:
+    def received(self, size: int, body_size: int) -> bool:
+        """``size`` more bytes of a body that has ``body_size`` bytes with them."""
+        if not self._fits(size, body_size):
             return False
         self.bytes += size
         return True
 
-    def release(self, size: int) -> None:
+    def ended(self) -> None:
+        """A body is complete (or refused): one fewer being received."""
         self.bodies -= 1
+
+    def release(self, size: int) -> None:
+        """A request's body is done with: its bytes are given back."""
         self.bytes -= size
 
 
@@ -136,6 +155,7 @@ class HttpConnection(asyncio.Protocol):
         self._reading_paused = False
         self._closing = False
         self._lingering: asyncio.Transport | None = None
+        self._lingered = 0
         self.paused = False
         self.interrupted = False
         self._reset()
@@ -145,14 +165,14 @@ class HttpConnection(asyncio.Protocol):
     def _reset(self) -> None:
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
-        self._body: list[bytes] = []
+        self._body = bytearray()  # grown in place: no second copy when it is complete
         self._body_size = 0
         self._head_size = 0
         self._head_raw = 0
         self._head_too_large = False
         self._in_head = False
         self._expect_body = False
-        self._reserved: int | None = None  # bytes this body holds in the intake, if any
+        self._receiving = False  # this body counts among the intake's bodies
 
     # -- asyncio.Protocol ----------------------------------------------------------------
 
@@ -171,7 +191,8 @@ class HttpConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._intake.closed(self)
-        self._release_body()
+        self._drop_body()
+        self._drop_queue()
         self._lingering = None
         self._transport = None
         self._disarm()
@@ -190,7 +211,10 @@ class HttpConnection(asyncio.Protocol):
             self._drain.set_result(None)
 
     def data_received(self, data: bytes) -> None:
-        if self._lingering is not None:
+        if self._lingering is not None:  # read and dropped, up to a point
+            self._lingered += len(data)
+            if self._lingered > _LINGER_BYTES:
+                self._lingering.close()
             return
         if self._in_head:  # the parser buffers a header until its line ends: count raw bytes
             self._head_raw += len(data)
@@ -238,11 +262,11 @@ class HttpConnection(asyncio.Protocol):
             self._reject(413, "The request body is larger than the limit.")
             return
         self._expect_body = length != 0 and (length is not None or self._chunked_upload())
-        if self._expect_body and not self._intake.reserve(length or 0):
+        if self._expect_body and not self._intake.begin(length or 0):
             self._reject(503, _BUSY)
             return
         if self._expect_body:
-            self._reserved = length or 0
+            self._receiving = True
             if self._task is None:
                 self._arm(self._limits.body_timeout)
                 # never in the middle of another response (a pipelining client)
@@ -259,19 +283,17 @@ class HttpConnection(asyncio.Protocol):
         if self._body_size > self._limits.max_body_bytes:
             self._reject(413, "The request body is larger than the limit.")
             return
-        reserved = self._reserved
-        if reserved is not None and self._body_size > reserved:  # chunked: grows as it comes
-            if not self._intake.grow(self._body_size - reserved):
-                self._reject(
-                    503, "The gateway is receiving too many request bodies; retry shortly."
-                )
-                return
-            self._reserved = self._body_size
-        self._body.append(body)
+        if not self._intake.received(len(body), self._body_size):
+            self._reject(503, _BUSY)
+            return
+        self._body += body
 
     def on_message_complete(self) -> None:
-        self._release_body()
+        if self._receiving:
+            self._receiving = False
+            self._intake.ended()
         if self._transport is None or self._parser.should_upgrade():
+            self._drop_body()
             return  # an upgrade request is refused when the parser reports it
         parser = self._parser
         parsed = httptools.parse_url(self._url)
@@ -285,7 +307,8 @@ class HttpConnection(asyncio.Protocol):
             method=parser.get_method().decode("ascii", "replace"),
             path=(parsed.path or b"").decode("latin-1"),
             headers=headers,
-            body=b"".join(self._body),
+            body=self._body,
+            received=self._body_size,
             version=version,
             # HTTP/1.0 with Transfer-Encoding is unreliable framing: answer, then close
             keep_alive=parser.should_keep_alive()
@@ -308,6 +331,9 @@ class HttpConnection(asyncio.Protocol):
             self._reading_paused = False
             self._transport.resume_reading()
         self._task = self._loop.create_task(self._run(request))
+        if request.received:  # its bytes stay counted until it ends, however it ends
+            size, intake = request.received, self._intake
+            self._task.add_done_callback(lambda _: intake.release(size))
 
     async def _run(self, request: Request) -> None:
         writer = ResponseWriter(
@@ -341,7 +367,7 @@ class HttpConnection(asyncio.Protocol):
 
     def close_when_idle(self) -> None:
         """Close now if idle; otherwise after the response in flight (no keep-alive)."""
-        self._queue.clear()
+        self._drop_queue()
         if self._task is None:
             self._close()
         else:
@@ -350,7 +376,7 @@ class HttpConnection(asyncio.Protocol):
     def interrupt(self) -> None:
         """The gateway is stopping: cut the request in flight; its handler sees
         :attr:`interrupted` and ends the response with ``server_shutting_down``."""
-        self._queue.clear()
+        self._drop_queue()
         self._closing = True
         if self._task is not None and not self._task.done():
             self.interrupted = True
@@ -414,10 +440,20 @@ class HttpConnection(asyncio.Protocol):
         else:
             self._close()
 
-    def _release_body(self) -> None:
-        if self._reserved is not None:
-            self._intake.release(self._reserved)
-            self._reserved = None
+    def _drop_queue(self) -> None:
+        """Pipelined requests that will not be served: their bytes are given back."""
+        for queued in self._queue:
+            self._intake.release(queued.received)
+        self._queue.clear()
+
+    def _drop_body(self) -> None:
+        """The body being received will not be served: give its slot and bytes back."""
+        if self._receiving:
+            self._receiving = False
+            self._intake.ended()
+        self._intake.release(self._body_size)
+        self._body_size = 0
+        self._body = bytearray()
 
     def _reject(self, status: int, message: str) -> None:
         """Answer a request that never reached a handler, then close.
@@ -426,12 +462,12 @@ class HttpConnection(asyncio.Protocol):
         the client still sends for a moment, so its kernel does not turn our close
         into a reset that destroys the answer before the client reads it.
         """
-        self._release_body()
+        self._drop_body()
         transport = self._transport
         if transport is None:
             return
         self._transport = None
-        self._queue.clear()
+        self._drop_queue()
         if self._task is not None:
             transport.close()
             return

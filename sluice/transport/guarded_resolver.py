@@ -97,24 +97,45 @@ class GuardedResolver(AbstractResolver):
         await self._inner.close()
 
 
-def guarded_socket_factory(*, allow_private: bool = False) -> SocketFactory:
-    """A ``TCPConnector(socket_factory=…)`` that refuses to open a socket to a denied
-    address: the last check, on the exact address about to be connected to."""
+def sized_socket_factory(receive_buffer: int = 0) -> SocketFactory:
+    """A ``TCPConnector(socket_factory=…)`` whose sockets have ``SO_RCVBUF`` pinned to
+    ``receive_buffer`` bytes before they connect (0: the kernel's autotuning), which
+    bounds what the kernel holds from an upstream the gateway stopped reading."""
 
     def open_socket(addr_info: AddrInfo) -> socket.socket:
-        family, type_, proto, _, sockaddr = addr_info
-        host = str(sockaddr[0])
+        family, type_, proto, _, _ = addr_info
+        sock = socket.socket(family=family, type=type_, proto=proto)
+        if receive_buffer:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        return sock
+
+    return open_socket
+
+
+def guarded_socket_factory(
+    *, allow_private: bool = False, receive_buffer: int = 0
+) -> SocketFactory:
+    """A :func:`sized_socket_factory` that refuses to open a socket to a denied
+    address: the last check, on the exact address about to be connected to."""
+    sized = sized_socket_factory(receive_buffer)
+
+    def open_socket(addr_info: AddrInfo) -> socket.socket:
+        host = str(addr_info[4][0])
         if not allow_private:
             reason = answer_denial(host)
             if reason is not None:
                 raise DeniedAddressError(host, reason)
-        return socket.socket(family=family, type=type_, proto=proto)
+        return sized(addr_info)
 
     return open_socket
 
 
 def guarded_connector(
-    *, allow_private: bool = False, resolver: AbstractResolver | None = None, **options: Any
+    *,
+    allow_private: bool = False,
+    resolver: AbstractResolver | None = None,
+    receive_buffer: int = 0,
+    **options: Any,
 ) -> PoolConnector:
     """A connector for account-owned upstreams only (it must not share a pool with the
     operator's own upstreams, which may be private). ``resolver`` (default: the system
@@ -123,7 +144,9 @@ def guarded_connector(
     inner = resolver if resolver is not None else aiohttp.ThreadedResolver()
     return PoolConnector(
         resolver=GuardedResolver(inner, allow_private=allow_private),
-        socket_factory=guarded_socket_factory(allow_private=allow_private),
+        socket_factory=guarded_socket_factory(
+            allow_private=allow_private, receive_buffer=receive_buffer
+        ),
         **options,
     )
 

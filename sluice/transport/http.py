@@ -9,7 +9,7 @@ In-process upstreams (:class:`~sluice.providers.base.LocalUpstream`) are run by
 from __future__ import annotations
 
 import asyncio
-import io
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -20,11 +20,14 @@ from sluice.config import Timeouts
 from sluice.errors import ApiError, RequestTimeoutError, ShuttingDownError, UpstreamError
 from sluice.providers.base import UpstreamRequest
 from sluice.transport.aws_sigv4 import AwsSigner
-from sluice.transport.guarded_resolver import guarded_connector
+from sluice.transport.guarded_resolver import guarded_connector, sized_socket_factory
 from sluice.transport.pool import SENDING, PoolConnector, SendState, TrackedRequest
 
+_READ_BUFFER_BYTES = 64 * 1024
+"""aiohttp stops reading an upstream once about twice this is buffered unread; one read
+hands over at most this much (what one translation and one write then hold)."""
 _WHOLE_BODY_BYTES = 1024 * 1024
-"""Larger request bodies are written in pieces (aiohttp would block the loop on one)."""
+"""aiohttp warns about request bodies larger than this (see :func:`_payload`)."""
 
 
 class UpstreamResponse(Protocol):
@@ -52,6 +55,17 @@ class UpstreamResponse(Protocol):
     def release(self) -> None:
         """The body was read to its end; the connection may be reused."""
         ...
+
+
+def _payload(body: bytes) -> bytes | aiohttp.BytesPayload:
+    """The body as aiohttp should send it: a large one without copying it (aiohttp warns
+    that one write of it may block; under uvloop the kernel takes what fits and the
+    rest waits in the transport, by reference)."""
+    if len(body) <= _WHOLE_BODY_BYTES:
+        return body
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        return aiohttp.BytesPayload(body)
 
 
 class RequestNotSentError(UpstreamError):
@@ -178,7 +192,7 @@ class HttpResponse:
         self._reading = True
         self._last = self._loop.time()  # silence counts from when we start waiting
         try:
-            data = await self._resp.content.readany()
+            data = await self._resp.content.read(_READ_BUFFER_BYTES)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             if self._cut is not None:
                 raise self._cut from None
@@ -266,11 +280,18 @@ class HttpTransport:
     """
 
     def __init__(
-        self, user_agent: str, clock: Callable[[], float], *, allow_private_upstreams: bool
+        self,
+        user_agent: str,
+        clock: Callable[[], float],
+        *,
+        allow_private_upstreams: bool,
+        receive_buffer_bytes: int = 0,
     ) -> None:
+        """``receive_buffer_bytes``: ``SO_RCVBUF`` of upstream sockets (0: autotuned)."""
         self._user_agent = user_agent
         self._clock = clock
         self._allow_private = allow_private_upstreams
+        self._receive_buffer = receive_buffer_bytes
         self._sessions: dict[tuple[bool, bool], aiohttp.ClientSession] = {}
         """(guarded, fresh) -> session."""
         self._signer: AwsSigner | None = None
@@ -282,15 +303,19 @@ class HttpTransport:
             skip_auto_headers=("content-type",),
             timeout=aiohttp.ClientTimeout(total=None),
             request_class=TrackedRequest,
+            read_bufsize=_READ_BUFFER_BYTES,
         )
 
     async def start(self) -> None:
         options: dict[str, Any] = {"limit": 0, "ttl_dns_cache": 300, "keepalive_timeout": 30}
+        size = self._receive_buffer
         for fresh in (False, True):
             pool: dict[str, Any] = {"force_close": True} if fresh else options
-            self._sessions[False, fresh] = self._new_session(PoolConnector(**pool))
+            self._sessions[False, fresh] = self._new_session(
+                PoolConnector(socket_factory=sized_socket_factory(size), **pool)
+            )
             self._sessions[True, fresh] = self._new_session(
-                guarded_connector(allow_private=self._allow_private, **pool)
+                guarded_connector(allow_private=self._allow_private, receive_buffer=size, **pool)
             )
 
     async def close(self) -> None:
@@ -335,7 +360,7 @@ class HttpTransport:
             resp = await session.request(
                 req.method,
                 URL(req.url, encoded=True),  # sent exactly as built (and as signed)
-                data=req.body if len(req.body) <= _WHOLE_BODY_BYTES else io.BytesIO(req.body),
+                data=_payload(req.body),
                 headers=headers,
                 timeout=timeout,
                 allow_redirects=False,

@@ -33,7 +33,7 @@ class EventTooLargeError(ValueError):
         self.decoded = decoded
 
 
-def json_depth_exceeds(body: bytes, limit: int) -> bool:
+def json_depth_exceeds(body: bytes | bytearray, limit: int) -> bool:
     """True when arrays and objects in ``body`` nest deeper than ``limit``.
 
     Linear, and nearly free for ordinary bodies: with no more brackets than ``limit``

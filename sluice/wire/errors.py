@@ -64,7 +64,7 @@ _TYPE_ONLY = re.compile(r"^Expected `[^`]+`, got `[^`]+`$")
 _MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`")
 
 
-def decode_body(decoder: msgspec.json.Decoder[_T], body: bytes, max_depth: int) -> _T:
+def decode_body(decoder: msgspec.json.Decoder[_T], body: bytes | bytearray, max_depth: int) -> _T:
     """A client's JSON body as ``decoder``'s type; 400 naming what is wrong, and naming
     the limit when it nests deeper than ``max_depth`` (checked before decoding)."""
     if not body:
