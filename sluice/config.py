@@ -56,13 +56,16 @@ class Timeouts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     total: Annotated[float, msgspec.Meta(gt=0)] = 600.0
 
 
-class PriceConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """USD per million tokens."""
+UsdPerMillion = Annotated[float, msgspec.Meta(ge=0, le=1_000_000)]
 
-    input: float
-    output: float
-    cache_read: float | None = None
-    cache_write: float | None = None
+
+class PriceConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """USD per million tokens, each within 0 .. 1,000,000 (not negative, finite)."""
+
+    input: UsdPerMillion
+    output: UsdPerMillion
+    cache_read: UsdPerMillion | None = None
+    cache_write: UsdPerMillion | None = None
 
 
 class ConnectionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

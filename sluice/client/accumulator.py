@@ -214,8 +214,9 @@ class StreamAccumulator:
         except EventTooLargeError as exc:
             for sse in exc.decoded:
                 self._event(cast(ServerSentEvent, sse), at, out)
-            message = f"an event exceeded {exc.limit} bytes"
-            self.fail(ErrorInfo("invalid_response", message, "event_too_large"))
+            if not self.finished:
+                message = f"an event exceeded {exc.limit} bytes"
+                self.fail(ErrorInfo("invalid_response", message, "event_too_large"))
             return out
         for sse in events:
             self._event(sse, at, out)
@@ -225,8 +226,12 @@ class StreamAccumulator:
         """End of the attempt. ``cause`` says why the connection ended, if it did
         early (reset, cancelled); a clean close before the end signals is reported as
         ``incomplete`` with a ``connection_error`` of code ``stream_ended``."""
-        for sse in self._decoder.flush():
-            self._event(sse, at, [])
+        try:
+            for sse in self._decoder.flush():
+                self._event(sse, at, [])
+        except EventTooLargeError as exc:
+            message = f"an event exceeded {exc.limit} bytes"
+            self.fail(ErrorInfo("invalid_response", message, "event_too_large"))
         error = self._error
         choices = tuple(self._choices[i].build(i) for i in sorted(self._choices))
         state: StreamState

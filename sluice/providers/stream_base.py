@@ -78,7 +78,8 @@ class StreamTranslatorBase(Generic[EventT]):
                 self._run(decode(data))
             except EventTooLargeError as exc:
                 self._run(cast(list[EventT], exc.decoded))  # completed before the bound
-                self.failure = self.failure or event_too_large(exc.limit)
+                if not self.done:  # (an answer already whole is not spoilt by what follows)
+                    self.failure = self.failure or event_too_large(exc.limit)
         except RecursionError:
             self.failure = malformed_event()
 

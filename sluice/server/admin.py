@@ -11,7 +11,7 @@ from __future__ import annotations
 import hmac
 import os
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
@@ -31,6 +31,7 @@ from sluice.providers.registry import ProviderSpec, provider_spec, upstream_base
 from sluice.server.responses import JSON
 from sluice.storage.base import Account, StoredConnection
 from sluice.wire.bounds import DEFAULT_MAX_JSON_DEPTH
+from sluice.wire.chat import ModelName
 from sluice.wire.errors import decode_body
 
 if TYPE_CHECKING:
@@ -52,20 +53,24 @@ class Credits(msgspec.Struct, forbid_unknown_fields=True):
     amount: str | int | float
 
 
+Label = Annotated[str, msgspec.Meta(max_length=128, pattern=r"^[^\x00-\x1f\x7f]*$")]
+"""Free text a person reads (a key's name): no control characters."""
+
+
 class NewKey(msgspec.Struct, forbid_unknown_fields=True):
-    name: str | None = None
+    name: Label | None = None
 
 
 class Revoke(msgspec.Struct, forbid_unknown_fields=True):
-    prefix: str
+    prefix: Annotated[str, msgspec.Meta(pattern=r"^sk-sluice-[0-9A-Za-z]{0,40}$")]
 
 
 class ConnectionBody(msgspec.Struct, forbid_unknown_fields=True):
-    provider: str
-    models: dict[str, str]
+    provider: Label
+    models: dict[ModelName, ModelName]
     base_url: str | None = None
     api_key: str | None = None
-    region: str | None = None
+    region: Label | None = None
     timeouts: Timeouts = Timeouts()
     prices: dict[str, PriceConfig] = {}
 
@@ -135,12 +140,11 @@ async def _accounts_and_keys(gw: Gateway, call: Call, parts: list[str], now: int
                 raise InvalidRequestError(
                     "Account names are 1-64 letters, digits, . _ -", param="name"
                 )
+            credits = _nano(new.credits, "credits")
+            if credits < 0:
+                raise InvalidRequestError("Starting credits cannot be negative.", param="credits")
             account = await gw.store.create_account(
-                random_id("acct"),
-                new.name,
-                metered=new.metered,
-                credits=_nano(new.credits, "credits"),
-                now=now,
+                random_id("acct"), new.name, metered=new.metered, credits=credits, now=now
             )
             await _send(call, 201, _account_json(account))
         case ["accounts", name] if method == "GET":

@@ -45,7 +45,7 @@ from sluice.server.auth import Authenticator
 from sluice.server.chat import chat_completions
 from sluice.server.endpoints import REQUEST_LOG_PREFIX
 from sluice.server.exchange import ClientGoneError, Headers, Request, ResponseWriter
-from sluice.server.http1 import Limits
+from sluice.server.intake import Limits
 from sluice.server.metrics import Metrics
 from sluice.server.models import model_list
 from sluice.server.outcome import Outcome

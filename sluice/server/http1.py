@@ -3,20 +3,15 @@
 Why not a framework: a gateway's hard parts live exactly here, and we measured
 (bench/README.md) that owning them is also faster. Each connection:
 
-* decides routes on the raw request target, never on ``Host``;
+* decides routes on the raw request target, never on ``Host``, and refuses heads RFC
+  9112 forbids (:mod:`.head`: the version, ``Host``, transfer codings);
 * cuts off clients that trickle headers (``header_timeout``) or the body
   (``body_timeout``), and idle keep-alive connections;
-* refuses bodies over ``max_body_bytes`` with 413 before reading them
-  (``Content-Length``) or as soon as they grow past it (chunked uploads);
-* sheds load (:class:`Intake`): over all connections, at most ``max_concurrent_bodies``
-  request bodies are being received at once, and the bodies of the requests in hand
-  (being received, queued or being served) hold at most ``max_buffered_body_bytes``;
-  a body that would pass either is refused with 503 and ``Retry-After``, on its head
-  when its declared length already does not fit, else as soon as it grows past;
-* writes every event straight to the socket, and waits when the client's socket
-  buffer is full instead of buffering without bound (backpressure): a client that
-  stops reading holds at most ``write_buffer_bytes`` here (and ``socket_buffer_bytes``
-  in the kernel when that is set);
+* refuses bodies over ``max_body_bytes`` with 413 before reading them, and any past the
+  listener's :class:`~sluice.server.intake.Intake` budget with 503 (load shedding);
+* writes every event straight to the socket and waits when the client's buffer is
+  full (backpressure): a client that stops reading holds at most
+  ``write_buffer_bytes`` here;
 * cancels the request's task the moment the client goes away, which closes the
   upstream call.
 """
@@ -25,13 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from collections import deque
 from collections.abc import Callable
 from typing import cast
 
 import httptools
-import msgspec
 
 from sluice.server.exchange import (
     ClientGoneError,
@@ -41,92 +34,23 @@ from sluice.server.exchange import (
     ResponseWriter,
     response_head,
 )
+from sluice.server.head import content_length, head_problem, header_fields, is_chunked
+from sluice.server.intake import Intake, Limits
 
 _log = logging.getLogger("sluice.server")
 
 _MAX_HEADERS = 100
 _HEAD_FRAMING = 4 * _MAX_HEADERS + 1024
 """Raw bytes a head may carry beyond its names and values: separators, line ends, request line."""
+_CHUNK_FRAMING = 32
+"""Bytes a chunk's size line and CRLFs may take, extensions included."""
+_READ_SLACK = 256 * 1024
+"""What one read may carry besides the body (the next pipelined request's head)."""
 _MAX_PIPELINED = 8
 _LINGER_SECONDS = 2.0
-_LINGER_BYTES = 1024 * 1024
-"""What a refused client may still send while the answer lingers; then it is cut."""
+"""A refused client may send on that long (and at most ``max_body_bytes``, the rest of
+a body it was sending) while its answer lingers; then it is cut."""
 _BUSY = "The gateway is receiving too many request bodies; retry shortly."
-
-
-class Limits(msgspec.Struct, frozen=True):
-    max_body_bytes: int
-    max_header_bytes: int
-    header_timeout: float
-    body_timeout: float
-    keepalive_timeout: float
-    write_timeout: float
-    max_concurrent_bodies: int = 256
-    max_buffered_body_bytes: int = 64 * 1024 * 1024
-    write_buffer_bytes: int = 64 * 1024
-    socket_buffer_bytes: int = 0
-    """``SO_SNDBUF`` of each client socket; 0 leaves the kernel's autotuning."""
-
-
-class Intake:
-    """What one listener's connections share: which are open; how many request bodies
-    are being received (``bodies``); how many bytes the bodies of the requests in hand
-    hold (``bytes``: counted as they arrive, so a length that is declared and never
-    sent costs nothing, and given back when the request ends). Large bodies (over
-    ``LARGE_BODY_BYTES``) may fill only 7/8 of the bytes: the rest is kept for ordinary
-    requests, which a flood of uploads then cannot lock out. A step that would pass a
-    bound returns False; the caller refuses the request."""
-
-    LARGE_BODY_BYTES = 1024 * 1024
-
-    def __init__(self, limits: Limits) -> None:
-        self._max_bodies = limits.max_concurrent_bodies
-        self._max_bytes = limits.max_buffered_body_bytes
-        self._max_large = limits.max_buffered_body_bytes * 7 // 8
-        self.bodies = 0
-        self.bytes = 0
-        self.live: set[HttpConnection] = set()
-        self._empty = asyncio.Event()
-        self._empty.set()
-
-    def opened(self, conn: HttpConnection) -> None:
-        self.live.add(conn)
-        self._empty.clear()
-
-    def closed(self, conn: HttpConnection) -> None:
-        self.live.discard(conn)
-        if not self.live:
-            self._empty.set()
-
-    async def all_closed(self) -> None:
-        """Return once no connection is open."""
-        await self._empty.wait()
-
-    def _fits(self, size: int, body_size: int) -> bool:
-        limit = self._max_large if body_size > self.LARGE_BODY_BYTES else self._max_bytes
-        return self.bytes + size <= limit
-
-    def begin(self, declared: int) -> bool:
-        """A body starts (``declared``: its Content-Length, 0 when chunked)."""
-        if self.bodies >= self._max_bodies or not self._fits(declared, declared):
-            return False
-        self.bodies += 1
-        return True
-
-    def received(self, size: int, body_size: int) -> bool:
-        """``size`` more bytes of a body that has ``body_size`` bytes with them."""
-        if not self._fits(size, body_size):
-            return False
-        self.bytes += size
-        return True
-
-    def ended(self) -> None:
-        """A body is complete (or refused): one fewer being received."""
-        self.bodies -= 1
-
-    def release(self, size: int) -> None:
-        """A request's body is done with: its bytes are given back."""
-        self.bytes -= size
 
 
 ErrorResponse = Callable[[int, str], tuple[Headers, bytes]]
@@ -160,8 +84,6 @@ class HttpConnection(asyncio.Protocol):
         self.interrupted = False
         self._reset()
 
-    # -- per-request parse state -------------------------------------------------------
-
     def _reset(self) -> None:
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
@@ -173,20 +95,14 @@ class HttpConnection(asyncio.Protocol):
         self._in_head = False
         self._expect_body = False
         self._receiving = False  # this body counts among the intake's bodies
-
-    # -- asyncio.Protocol ----------------------------------------------------------------
+        self._body_raw = 0
+        self._chunks = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
         self._transport = transport
         self._intake.opened(self)
-        transport.set_write_buffer_limits(high=self._limits.write_buffer_bytes)
-        if self._limits.socket_buffer_bytes:
-            sock = transport.get_extra_info("socket")
-            if sock is not None:
-                sock.setsockopt(
-                    socket.SOL_SOCKET, socket.SO_SNDBUF, self._limits.socket_buffer_bytes
-                )
+        self._limits.apply(transport)
         self._arm(self._limits.header_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -213,15 +129,19 @@ class HttpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._lingering is not None:  # read and dropped, up to a point
             self._lingered += len(data)
-            if self._lingered > _LINGER_BYTES:
+            if self._lingered > self._limits.max_body_bytes:
                 self._lingering.close()
             return
         if self._in_head:  # the parser buffers a header until its line ends: count raw bytes
             self._head_raw += len(data)
+        elif self._receiving:  # a body's framing (chunk sizes, extensions) counts too
+            self._body_raw += len(data)
         try:
             self._parser.feed_data(data)
             if self._in_head and self._head_raw > self._limits.max_header_bytes + _HEAD_FRAMING:
                 self._reject(431, "The request headers are too large.")
+            elif self._receiving and self._body_raw > self._framed_body_limit():
+                self._reject(413, "The request body is larger than the limit.")
         except httptools.HttpParserUpgrade:
             self._reject(400, "Protocol upgrades are not supported.")
         except httptools.HttpParserError:
@@ -229,8 +149,6 @@ class HttpConnection(asyncio.Protocol):
                 self._reject(431, "The request headers are too large.")
             else:
                 self._reject(400, "Malformed HTTP request.")
-
-    # -- httptools callbacks --------------------------------------------------------------
 
     def on_message_begin(self) -> None:
         self._reset()
@@ -249,6 +167,10 @@ class HttpConnection(asyncio.Protocol):
             raise httptools.HttpParserError("too many headers")
         self._headers.append((name, value))
 
+    def _framed_body_limit(self) -> int:
+        """Raw bytes a body may take: its limit, the framing of its chunks, one read."""
+        return self._limits.max_body_bytes + _CHUNK_FRAMING * self._chunks + _READ_SLACK
+
     def _count_head(self, size: int) -> None:
         self._head_size += size
         if self._head_size > self._limits.max_header_bytes:
@@ -257,11 +179,15 @@ class HttpConnection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
-        length = self._content_length()
+        problem = head_problem(self._parser.get_http_version(), self._headers)
+        if problem is not None:
+            self._reject(*problem)
+            return
+        length = content_length(self._headers)
         if length is not None and length > self._limits.max_body_bytes:
             self._reject(413, "The request body is larger than the limit.")
             return
-        self._expect_body = length != 0 and (length is not None or self._chunked_upload())
+        self._expect_body = length != 0 and (length is not None or is_chunked(self._headers))
         if self._expect_body and not self._intake.begin(length or 0):
             self._reject(503, _BUSY)
             return
@@ -278,7 +204,12 @@ class HttpConnection(asyncio.Protocol):
         elif self._task is None:
             self._disarm()
 
+    def on_chunk_header(self) -> None:
+        self._chunks += 1
+
     def on_body(self, body: bytes) -> None:
+        if self._transport is None:  # refused: the rest of this body is dropped
+            return
         self._body_size += len(body)
         if self._body_size > self._limits.max_body_bytes:
             self._reject(413, "The request body is larger than the limit.")
@@ -297,11 +228,7 @@ class HttpConnection(asyncio.Protocol):
             return  # an upgrade request is refused when the parser reports it
         parser = self._parser
         parsed = httptools.parse_url(self._url)
-        headers: dict[str, str] = {}
-        for raw_name, raw_value in self._headers:
-            name = raw_name.decode("latin-1").lower()
-            value = raw_value.decode("latin-1")
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        headers = header_fields(self._headers)
         version = parser.get_http_version()
         request = Request(
             method=parser.get_method().decode("ascii", "replace"),
@@ -322,8 +249,6 @@ class HttpConnection(asyncio.Protocol):
         elif len(self._queue) >= _MAX_PIPELINED and not self._reading_paused:
             self._reading_paused = True
             self._transport.pause_reading()
-
-    # -- running requests ---------------------------------------------------------------
 
     def _next(self) -> None:
         request = self._queue.popleft()
@@ -358,8 +283,6 @@ class HttpConnection(asyncio.Protocol):
         else:
             self._arm(self._limits.keepalive_timeout)
 
-    # -- shutting down ---------------------------------------------------------------------
-
     @property
     def task(self) -> asyncio.Task[None] | None:
         """The request being served, if any."""
@@ -387,8 +310,6 @@ class HttpConnection(asyncio.Protocol):
         if transport is not None:
             transport.abort()
 
-    # -- writing ----------------------------------------------------------------------------
-
     def write(self, data: bytes) -> None:
         if self._transport is None:
             raise ClientGoneError()
@@ -405,22 +326,6 @@ class HttpConnection(asyncio.Protocol):
         except TimeoutError:  # the client stopped reading: cut it (and its upstream call)
             self.abort()
             raise ClientGoneError() from None
-
-    # -- helpers ----------------------------------------------------------------------------
-
-    def _content_length(self) -> int | None:
-        for name, value in self._headers:
-            if name.lower() == b"content-length":
-                try:
-                    return int(value)
-                except ValueError:
-                    return None
-        return None
-
-    def _chunked_upload(self) -> bool:
-        return any(
-            n.lower() == b"transfer-encoding" and b"chunked" in v.lower() for n, v in self._headers
-        )
 
     def _arm(self, seconds: float) -> None:
         self._disarm()

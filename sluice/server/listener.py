@@ -7,7 +7,8 @@ import contextlib
 from typing import Any
 
 from sluice.server.exchange import Handler
-from sluice.server.http1 import ErrorResponse, HttpConnection, Intake, Limits
+from sluice.server.http1 import ErrorResponse, HttpConnection
+from sluice.server.intake import Intake, Limits
 
 _LAST_WORDS_SECONDS = 1.0
 """How long interrupted responses get to write their last event and flush it."""

@@ -160,7 +160,11 @@ class StreamOptions(_Wire):
     include_usage: bool | Opt | None = UNSET
 
 
-PositiveInt = Annotated[int, Meta(ge=1)]
+PositiveInt = Annotated[int, Meta(ge=1, le=100_000_000)]
+"""A token count a request may ask for (the bound keeps holds and encodings sane)."""
+Int64 = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
+ModelName = Annotated[str, Meta(min_length=1, max_length=512, pattern=r"^[^\x00-\x1f\x7f]+$")]
+"""A model id or route slug: no control characters (it is logged and stored)."""
 Probability = Annotated[float, Meta(ge=0, le=1)]
 Penalty = Annotated[float, Meta(ge=-2, le=2)]
 StopList = Annotated[list[str], Meta(max_length=16)]
@@ -169,7 +173,7 @@ StopList = Annotated[list[str], Meta(max_length=16)]
 class ChatRequest(_Wire):
     """``POST /v1/chat/completions`` body."""
 
-    model: Annotated[str, Meta(min_length=1)]
+    model: ModelName
     messages: Annotated[list[Message], Meta(min_length=1)]
     stream: bool | Opt | None = UNSET
     stream_options: StreamOptions | Opt | None = UNSET
@@ -182,7 +186,7 @@ class ChatRequest(_Wire):
     frequency_penalty: Penalty | Opt | None = UNSET
     presence_penalty: Penalty | Opt | None = UNSET
     stop: str | StopList | Opt | None = UNSET
-    seed: int | Opt | None = UNSET
+    seed: Int64 | Opt | None = UNSET
     max_tokens: PositiveInt | Opt | None = UNSET
     max_completion_tokens: PositiveInt | Opt | None = UNSET
     n: Annotated[int, Meta(ge=1, le=128)] | Opt | None = UNSET
@@ -203,7 +207,7 @@ class ChatRequest(_Wire):
     prompt_cache_key: Raw | Opt = UNSET
     safety_identifier: Raw | Opt = UNSET
     # Sluice extension: request-level fallback models, tried after ``model``.
-    models: list[str] | Opt | None = UNSET
+    models: list[ModelName] | Opt | None = UNSET
     # Upstream overrides other gateways read from the body; refused (refuse_overrides).
     api_base: Raw | Opt = UNSET
     base_url: Raw | Opt = UNSET

@@ -19,6 +19,8 @@ DONE_PAYLOAD: Final = b"[DONE]"
 DONE_EVENT: Final = b"data: [DONE]\n\n"
 KEEPALIVE_COMMENT: Final = b": keep-alive\n\n"
 _BOM: Final = b"\xef\xbb\xbf"
+_RETRY_DIGITS: Final = 15
+"""A longer ``retry`` is ignored (and would run into Python's limit on digits)."""
 
 
 class ServerSentEvent(msgspec.Struct, gc=False):
@@ -42,9 +44,11 @@ class SSEDecoder:
     """Feed bytes as they arrive, get the events they complete.
 
     Linear in the bytes fed: an unfinished line is kept as its pieces and joined once,
-    when its end arrives. A line or an event's data growing past ``max_event_bytes``
-    raises :class:`~sluice.wire.bounds.EventTooLargeError` carrying the events the same
-    feed completed before it; nothing more is decoded after that.
+    when its end arrives. What one event holds, its data so far and the line being
+    read (any line: data, a comment, a field), is bounded by ``max_event_bytes``, the
+    same however the bytes are split; past it :meth:`feed` (or :meth:`flush`) raises
+    :class:`~sluice.wire.bounds.EventTooLargeError` carrying the events the same call
+    completed before it, and nothing more is decoded after that.
     """
 
     __slots__ = (
@@ -122,11 +126,13 @@ class SSEDecoder:
     def flush(self) -> list[ServerSentEvent]:
         """End of stream: an unterminated last line still counts, an undispatched event
         does not (the format requires the blank line)."""
+        if self._failed:
+            raise EventTooLargeError(self._max)
         rest = b"".join(self._line)
         self._line, self._line_size = [], 0
         events: list[ServerSentEvent] = []
         if rest:
-            self._line_event(rest, events)
+            self._line_event(rest, events)  # (within the bound: it was kept piece by piece)
         self._data, self._data_size = [], 0
         return events
 
@@ -151,11 +157,13 @@ class SSEDecoder:
 
     def _keep(self, piece: bytes) -> None:
         self._line_size += len(piece)
-        if self._line_size > self._max:
+        if self._line_size + self._data_size > self._max:
             raise EventTooLargeError(self._max)
         self._line.append(piece)
 
     def _line_event(self, line: bytes, events: list[ServerSentEvent]) -> None:
+        if len(line) + self._data_size > self._max:  # a whole line in one read, too
+            raise EventTooLargeError(self._max)
         if not line:
             if self._data:
                 data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
@@ -180,7 +188,7 @@ class SSEDecoder:
         elif name == b"id":
             if b"\0" not in value:
                 self._id = value.decode("utf-8", "replace")
-        elif name == b"retry" and value.isdigit():
+        elif name == b"retry" and value.isdigit() and len(value) <= _RETRY_DIGITS:
             self._retry = int(value)
         elif name == b"data":  # "data" with no colon: an empty data line
             self._data_line(b"")

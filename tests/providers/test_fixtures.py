@@ -80,3 +80,13 @@ def test_every_required_case_is_recorded(folder: str) -> None:
     assert stems >= REQUIRED
     assert stems & {"thinking", "reasoning", "deepseek_reasoning"}  # reasoning of some kind
     assert stems & {"refusal", "safety", "content_filter"}  # a safety stop
+
+
+def test_a_whole_answer_is_not_spoilt_by_an_oversized_event_after_it() -> None:
+    """[DONE] came first, in the same read: the stream completed; what follows is ignored."""
+    raw = (FIXTURES / "openai" / "text.raw").read_bytes()
+    tail = b"data: " + b"x" * 1500 + b"\ndata: " + b"y" * 1500 + b"\n\n"
+    adapter = AdapterRegistry(counting_ids(), max_event_bytes=2048).adapter("openai")
+    whole = transcript(adapter.stream(request()), [raw + tail])
+    split = transcript(adapter.stream(request()), [raw, tail])
+    assert whole == split and whole[-1]["end"] == "complete"

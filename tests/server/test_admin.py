@@ -247,3 +247,28 @@ async def test_an_accounts_connection_may_not_point_inside(tmp_path: Path) -> No
         assert resp.status == 400
         assert resp.json()["error"]["param"] == "base_url"
         assert resp.json()["error"]["code"] in ("base_url_not_allowed", "invalid_base_url")
+
+
+async def test_amounts_names_and_prices_out_of_range_are_400s_not_500s(tmp_path: Path) -> None:
+    """Found by the resilience suite: int64 overflow, NULs PostgreSQL refuses, negatives."""
+    async with running_gateway(tmp_path, env=ENV) as gw:
+        await admin(gw, "POST", "/admin/accounts", {"name": "team", "credits": 1})
+        cases = {
+            "credits": ("POST", "/admin/accounts", {"name": "big", "credits": 1e10}),
+            "credits-text": ("POST", "/admin/accounts", {"name": "big", "credits": "1e30"}),
+            "negative": ("POST", "/admin/accounts", {"name": "neg", "credits": -5}),
+            "top-up": ("POST", "/admin/accounts/team/credits", {"amount": "9300000000"}),
+            "key-name": ("POST", "/admin/accounts/team/keys", {"name": "a\u0000b"}),
+            "prefix": ("POST", "/admin/keys/revoke", {"prefix": "sk-sluice-\u0000x"}),
+            "price": ("PUT", "/admin/accounts/team/prices/sluice/demo", {"input": -1, "output": 1}),
+            "huge-price": (
+                "PUT",
+                "/admin/accounts/team/prices/sluice/demo",
+                {"input": 1e300, "output": 1},
+            ),
+        }
+        answers = {name: await admin(gw, *case) for name, case in cases.items()}
+        assert await gw.gateway.store.reconcile() == []
+    for name, resp in answers.items():
+        assert resp.status == 400, (name, resp.body)
+        assert resp.json()["error"]["type"] == "invalid_request_error"

@@ -254,3 +254,26 @@ async def test_reconcile_flags_negative_charges_and_charges_beyond_holds(store: 
         ("negative_charges", 305 * USD),
         ("charges_beyond_holds", 305 * USD + USD // 4),
     }
+
+
+async def test_a_request_row_with_nul_characters_is_stored(store: Store) -> None:
+    """PostgreSQL's jsonb holds no NUL: an upstream's error text with one must not cost
+    the row (nor, in a batch, the other rows)."""
+    account_id = await account(store)
+    odd = RequestRecord(
+        id="req_nul",
+        account_id=account_id,
+        key_id="key_1",
+        created_at=1,
+        requested_model="m",
+        error_message="bad \x00 byte, and a literal \\u0000 too",
+    )
+    plain = RequestRecord(id="req_plain", account_id=account_id, key_id="key_1", created_at=1)
+    await store.write_requests([odd, plain])
+    found = await store.get_request("req_nul", account_id)
+    assert found is not None and found.error_message is not None
+    assert found.error_message in (
+        "bad \x00 byte, and a literal \\u0000 too",  # SQLite keeps it
+        "bad \ufffd byte, and a literal \\u0000 too",  # PostgreSQL: replaced
+    )
+    assert await store.get_request("req_plain", account_id) is not None

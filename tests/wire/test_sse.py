@@ -159,3 +159,28 @@ def test_never_buffers_more_than_its_bound(cuts: list[int], bound: int) -> None:
         except EventTooLargeError:
             break
         assert decoder.buffered <= bound
+
+
+def test_a_retry_of_thousands_of_digits_is_ignored_not_raised() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"retry: " + b"9" * 5000 + b"\ndata: x\n\n") == [ServerSentEvent(b"x")]
+
+
+@pytest.mark.parametrize(
+    "stream",
+    [b": " + b"x" * 500 + b"\ndata: a\n\n", b"id: " + b"7" * 500 + b"\ndata: a\n\n"],
+    ids=["comment", "field"],
+)
+def test_a_long_line_of_any_kind_is_refused_however_it_is_split(stream: bytes) -> None:
+    for pieces in ([stream], [stream[i : i + 1] for i in range(len(stream))]):
+        decoder = SSEDecoder(max_event_bytes=100)
+        with pytest.raises(EventTooLargeError):
+            for piece in pieces:
+                decoder.feed(piece)
+
+
+def test_the_line_being_read_and_the_event_so_far_share_the_bound() -> None:
+    decoder = SSEDecoder(max_event_bytes=100)
+    with pytest.raises(EventTooLargeError):
+        decoder.feed(b"data: " + b"x" * 90 + b"\ndata: " + b"y" * 90)
+    assert decoder.buffered <= 100

@@ -26,6 +26,7 @@ from sluice.storage.base import (
     mismatches,
 )
 from sluice.storage.migrations import migration_scripts
+from sluice.storage.postgres.jsonb import jsonb_text
 from sluice.storage.postgres.tenants import PostgresTenants
 
 _MIGRATION_LOCK = 0x5111CE  # advisory lock id taken while migrating
@@ -291,12 +292,15 @@ class PostgresStore(PostgresTenants):
     # -- request log -------------------------------------------------------------------
 
     async def write_requests(self, records: list[RequestRecord]) -> None:
-        await self.pool.executemany(
-            "INSERT INTO request_log (id, account_id, created_at, record) "
-            "VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT (id) DO UPDATE SET record = "
-            "EXCLUDED.record",
-            [(r.id, r.account_id, r.created_at, _ENCODER.encode(r).decode()) for r in records],
-        )
+        try:
+            await self.pool.executemany(
+                "INSERT INTO request_log (id, account_id, created_at, record) "
+                "VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT (id) DO UPDATE SET record = "
+                "EXCLUDED.record",
+                [(r.id, r.account_id, r.created_at, jsonb_text(r)) for r in records],
+            )
+        except asyncpg.DataError as exc:
+            raise ConstraintViolationError(str(exc)) from None
 
     async def get_request(self, request_id: str, account_id: str) -> RequestRecord | None:
         raw = await self.pool.fetchval(

@@ -7,6 +7,7 @@ import msgspec
 
 from sluice.config import PriceConfig
 from sluice.storage.base import StoredConnection
+from sluice.storage.postgres.jsonb import jsonb_text
 
 _SPEC = msgspec.json.Decoder(StoredConnection)
 _PRICE = msgspec.json.Decoder(PriceConfig)
@@ -32,7 +33,7 @@ class PostgresTenants:
             "WHERE account_connections.account_id = EXCLUDED.account_id",
             spec.id,
             account_id,
-            _ENCODER.encode(spec).decode(),
+            jsonb_text(spec),
             api_key_enc,
             now,
         )
