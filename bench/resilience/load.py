@@ -15,16 +15,7 @@ import socket
 import time
 from dataclasses import dataclass
 
-from bench.resilience.harness import (
-    MIB,
-    Context,
-    Gateway,
-    Row,
-    gateway,
-    median,
-    percentile,
-    row,
-)
+from bench.resilience.harness import MIB, Context, Gateway, Row, gateway, median, percentile, row
 from bench.resilience.load_support import (
     Probe,
     RssPeak,

@@ -1,6 +1,6 @@
 """Hypothesis properties for the "malformed SSE and event streams" rows: random splits
 of valid and hostile streams give identical transcripts, and the SSE decoder agrees
-with the reference decoder of :mod:`.protocol_streams`.
+with the reference decoder of :mod:`.protocol_sse_reference`.
 
 Each property runs under ``hypothesis`` with a fixed seed, no example database and no
 deadline; a failure comes back shrunk, as a short description of its smallest example.
@@ -16,6 +16,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
 
+from bench.resilience.protocol_sse_reference import reference_sse
 from bench.resilience.protocol_streams import (
     BEDROCK,
     BOM,
@@ -23,7 +24,6 @@ from bench.resilience.protocol_streams import (
     KINDS,
     SSE_KINDS,
     frames,
-    reference_sse,
     run,
     sse_events,
 )
