@@ -14,6 +14,7 @@ from bench.resilience.protocol_exchange import request_head
 from bench.resilience.protocol_support import ADMIN_KEY
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_MODEL_NAME_MAX = 512
 
 SQL_PAYLOADS = (
     "' OR '1'='1",
@@ -122,8 +123,10 @@ def probes(payload: str, key: str, request_id: str) -> list[Probe]:
                 request_head("POST", "/v1/chat/completions", key, len(raw)),
                 raw,
                 payload=payload,
-                # a model name with control characters is refused as invalid, unlogged
-                request_logged=chat_field == "user" or not _CONTROL.search(payload),
+                # a model name with control characters or longer than the wire model
+                # allows (sluice.wire.chat.ModelName) is refused as invalid, unlogged
+                request_logged=chat_field == "user"
+                or (not _CONTROL.search(payload) and len(payload) <= _MODEL_NAME_MAX),
                 extra={"field": chat_field},
             )
         )
