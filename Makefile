@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: serve test lint typecheck unit services bench resilience clean
+.PHONY: serve test lint typecheck unit deps services bench resilience clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,17 +14,22 @@ $(STAMP): pyproject.toml
 serve: $(STAMP)
 	$(BIN)/sluice serve $(ARGS)
 
-test: $(STAMP) services lint typecheck unit
+test: $(STAMP) deps services lint typecheck unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check sluice tests bench
 	$(BIN)/ruff format --check sluice tests bench
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Debian packages the tests need (nginx), installed when missing
+deps:
+	@./scripts/deps.sh
 
 services:
 	@./scripts/services.sh

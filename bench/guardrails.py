@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 
 from sluice.config import parse_config
+from sluice.core.principal import Principal
 from sluice.guardrails.selection import Guardrails
 from sluice.guardrails.stream import StreamGuard
 from sluice.server.lifecycle import start_gateway, stop_gateway
 from sluice.settings import build_settings
-from sluice.storage.base import Principal
 from sluice.wire.chunks import Choice, Delta
 
 TOKEN = "tok "

@@ -13,47 +13,84 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from sluice.core.connection import Timeouts
+from sluice.core.usage import Price
 from sluice.errors import ConfigError
-from sluice.guardrails.config import GuardrailConfig
-from sluice.limits.bucket import LimitSpec
 from sluice.wire.bounds import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_JSON_DEPTH
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
 
 
-class Secret:
-    """A credential. Its text is only reachable through :meth:`reveal`."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
+# Limits of a key or an account (the arithmetic is limits/bucket.py)
+MAX_CAPACITY = 2**50
+"""Largest ``limit * window_ms``: leaves room below 2**53 for debts past capacity."""
 
 
-class Timeouts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Seconds. ``stall``: longest silence between upstream events; ``total``: longest
-    an upstream call may take, from sending the request to the last byte (a stream
-    that trickles a byte now and then still ends)."""
+class LimitSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Limits of one key or one account; ``None`` means unlimited in that dimension."""
 
-    connect: Annotated[float, msgspec.Meta(gt=0)] = 10.0
-    first_event: Annotated[float, msgspec.Meta(gt=0)] = 60.0
-    stall: Annotated[float, msgspec.Meta(gt=0)] = 120.0
-    total: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+    requests: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    window: Annotated[float, msgspec.Meta(ge=0.001)] = 60.0
+    """Seconds (millisecond precision)."""
+
+    def __post_init__(self) -> None:
+        if self.window < 0.001:
+            raise ValueError("window must be at least 0.001 s")
+        for limit in (self.requests, self.tokens):
+            if limit is not None and (limit < 1 or limit * self.window_ms > MAX_CAPACITY):
+                raise ValueError(f"limit {limit} per {self.window} s is out of range")
+
+    @property
+    def window_ms(self) -> int:
+        return round(self.window * 1000)
+
+
+# The ``[[guardrails]]`` tables (docs/guardrails.md)
+Stage = Literal["input", "output"]
+Kind = Literal["regex", "keywords", "pii", "json_schema", "webhook"]
+Action = Literal["block", "redact", "log"]
+PiiEntity = Literal["api_key", "email", "card"]
+
+
+class Scope(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Which requests a guardrail applies to. Each list given must match (an omitted one
+    matches everything): accounts by name or id, keys by id or prefix, routes by slug."""
+
+    accounts: list[str] | None = None
+    keys: list[str] | None = None
+    routes: list[str] | None = None
+
+
+class GuardrailConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: Annotated[str, msgspec.Meta(min_length=1)]
+    stage: Stage
+    kind: Kind
+    action: Action = "block"
+    applies_to: Scope = Scope()
+    pattern: str | None = None
+    """``regex``: a Python regular expression."""
+    words: list[str] = []
+    """``keywords``: matched as whole words."""
+    case_insensitive: bool = False
+    """``regex`` and ``keywords``."""
+    entities: list[PiiEntity] = []
+    """``pii``: which detectors; empty means all of them."""
+    replacement: str = "[REDACTED]"
+    """What ``redact`` puts in place of a match."""
+    schema: dict[str, Any] | None = None
+    """``json_schema``: the schema the whole content of each choice must satisfy."""
+    url: str | None = None
+    """``webhook``: where the checker listens (POST, JSON)."""
+    timeout: Annotated[float, msgspec.Meta(gt=0)] = 5.0
+    """``webhook``: seconds per call."""
+    fail_open: bool = False
+    """``webhook``: let the text through (and log it) when the checker fails."""
+    batch_chars: Annotated[int, msgspec.Meta(ge=1)] = 512
+    """``webhook`` on output: characters of output sent per call."""
+    hold_back: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    """Characters of output held back for this rule; derived from the pattern if omitted."""
 
 
 UsdPerMillion = Annotated[float, msgspec.Meta(ge=0, le=1_000_000)]
@@ -66,6 +103,9 @@ class PriceConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     output: UsdPerMillion
     cache_read: UsdPerMillion | None = None
     cache_write: UsdPerMillion | None = None
+
+    def price(self) -> Price:
+        return Price.per_million(self.input, self.output, self.cache_read, self.cache_write)
 
 
 class ConnectionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -155,6 +195,18 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     upstream_socket_buffer_bytes: Annotated[int, msgspec.Meta(ge=0)] = 0
     """``SO_RCVBUF`` of each upstream connection, bounding what the kernel holds from an
     upstream whose client stopped reading; 0 keeps the kernel's autotuning."""
+    tls_cert: str | None = None
+    """PEM certificate chain (server certificate first): with ``tls_key``, the listener
+    speaks HTTPS only (TLS 1.2 or later, HTTP/1.1). docs/deploy.md."""
+    tls_key: str | None = None
+    """PEM private key (unencrypted) of ``tls_cert``."""
+
+    def __post_init__(self) -> None:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            given, missing = (
+                ("tls_cert", "tls_key") if self.tls_key is None else ("tls_key", "tls_cert")
+            )
+            raise ValueError(f"`{given}` is set but `{missing}` is not: HTTPS needs both")
 
 
 class RoutingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -1,9 +1,10 @@
 """Runtime settings: the config file resolved against the environment, once, at startup.
 
 Connections get their credentials here (read from the variable each names) and their
-default base URLs. Provider keys found in the usual variables (``OPENAI_API_KEY``, …)
-add a connection for a provider kind the file does not configure, unless
-``[server] env_connections = false``. The built-in in-process provider (the demo)
+default base URLs; a region a connection does not name comes from the provider's
+``region_env`` variables. Provider keys found in their usual variables (``env_key``
+in the provider registry) add a connection for a provider kind the file does not
+configure, unless ``[server] env_connections = false``. The built-in in-process provider (the demo)
 gets a connection unless the file configures one or says ``[server] demo = false``.
 """
 
@@ -17,19 +18,24 @@ import msgspec
 from sluice.config import (
     ConnectionConfig,
     FileConfig,
+    GuardrailConfig,
     LimitsConfig,
     MeteringConfig,
     ModelConfig,
     RouteConfig,
     RoutingConfig,
-    Secret,
     ServerConfig,
 )
+from sluice.core.connection import ConnectionSettings, Secret
 from sluice.errors import ConfigError
-from sluice.guardrails.config import GuardrailConfig
 from sluice.metering.pricing import prices_from_config
-from sluice.providers.base import ConnectionSettings
-from sluice.providers.registry import PROVIDERS, ProviderSpec, provider_spec, upstream_base_url
+from sluice.providers.registry import (
+    PROVIDERS,
+    ProviderSpec,
+    provider_spec,
+    region_from_env,
+    upstream_base_url,
+)
 
 HOME_ENV = "SLUICE_HOME"
 DEFAULT_HOME = ".sluice"
@@ -57,13 +63,11 @@ def resolve_home(explicit: str | None, env: Mapping[str, str]) -> Path:
 
 def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSettings:
     spec = provider_spec(conf.provider)
-    region = conf.region
-    if spec.needs_region or "{region}" in (conf.base_url or spec.default_base_url or ""):
-        region = region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    region = conf.region or region_from_env(spec, env)
     try:
         base_url = upstream_base_url(spec, conf.base_url, region)
     except ValueError as exc:
-        hint = " (set `region` or AWS_REGION)" if "region" in str(exc) else ""
+        hint = f" (set {_region_hint(spec)})" if "region" in str(exc) else ""
         raise ConfigError(f"connection {conf.id!r}: {exc}{hint}") from None
     if not spec.local and not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"connection {conf.id!r}: base_url must be an http(s) URL")
@@ -77,7 +81,7 @@ def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSet
             raise ConfigError(f"connection {conf.id!r}: environment variable {key_var} is not set")
     if spec.needs_region and key is None and not region:
         raise ConfigError(
-            f"connection {conf.id!r}: set `region` (or AWS_REGION) to sign {spec.kind} requests"
+            f"connection {conf.id!r}: set {_region_hint(spec)} to sign {spec.kind} requests"
         )
     return ConnectionSettings(
         id=conf.id,
@@ -91,6 +95,12 @@ def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSet
         prices=prices_from_config(conf.prices),
         options=dict(conf.options),
     )
+
+
+def _region_hint(spec: ProviderSpec) -> str:
+    """Where a region can be given: ``region``, or the provider's variable."""
+    names = spec.region_env
+    return f"`region` or {names[0]}" if names else "`region`"
 
 
 def _auto_id(spec: ProviderSpec) -> str:

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.resilience.harness import Gateway
+from sluice.core.tokens import prompt_token_ceiling
+from sluice.core.usage import Price, TokenUsage
+from sluice.frontdoors.chat import decode_chat_request
 from sluice.metering.charges import nano_from_pico
-from sluice.metering.pricing import Price, cost_pico
-from sluice.metering.tokens import TokenUsage, prompt_token_ceiling
-from sluice.server.chat import decode_chat_request
+from sluice.metering.pricing import cost_pico
 from sluice.storage.factory import open_store
 from sluice.storage.sqlite import SqliteStore
 from tests.support.fake_openai import chunk

@@ -12,10 +12,11 @@ from contextlib import asynccontextmanager
 import asyncpg
 
 from bench.resilience.harness import Context, Gateway, Row, gateway, row
+from sluice.core.tokens import prompt_token_ceiling
+from sluice.core.usage import Price, TokenUsage
+from sluice.frontdoors.chat import decode_chat_request
 from sluice.metering.charges import nano_from_pico
-from sluice.metering.pricing import Price, cost_pico
-from sluice.metering.tokens import TokenUsage, prompt_token_ceiling
-from sluice.server.chat import decode_chat_request
+from sluice.metering.pricing import cost_pico
 from sluice.storage.base import Store
 from sluice.storage.factory import open_store
 from tests.support.accounts import metered_key

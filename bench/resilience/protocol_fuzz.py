@@ -69,9 +69,9 @@ def frame_input(selector: int, bound: int, key: int, stream: bytes) -> bytes:
 class Target:
     def __init__(self, stats: Path | None, runs: int, *, raise_unexpected: bool = False) -> None:
         from sluice.errors import ApiError
+        from sluice.frontdoors.chat import decode_chat_request
         from sluice.providers.registry import AdapterRegistry
         from sluice.providers.sse_stream import SSEStreamTranslator
-        from sluice.server.chat import decode_chat_request
         from sluice.wire.bounds import EventTooLargeError
         from sluice.wire.eventstream import EventStreamDecoder, EventStreamError
         from sluice.wire.sse import SSEDecoder

@@ -26,12 +26,12 @@ from typing import Any
 import msgspec
 
 from sluice.errors import ApiError
+from sluice.frontdoors.chat import decode_chat_request
 from sluice.ids import IdFactory
 from sluice.providers.base import StreamTranslator
 from sluice.providers.bedrock.stream import BedrockStreamTranslator
 from sluice.providers.registry import AdapterRegistry
 from sluice.providers.sse_stream import SSEStreamTranslator
-from sluice.server.chat import decode_chat_request
 from sluice.wire.chat import ChatRequest
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"

@@ -4,14 +4,14 @@ The vault key comes from the environment variable ``[server] secret_key_env`` na
 (default ``SLUICE_SECRET_KEY``), as 32 url-safe base64 bytes:
 ``python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"``.
 Without it, accounts cannot register their own connections. A decrypted key only ever
-lives in a :class:`~sluice.config.Secret`.
+lives in a :class:`~sluice.core.connection.Secret`.
 """
 
 from __future__ import annotations
 
 from cryptography.fernet import Fernet, InvalidToken
 
-from sluice.config import Secret
+from sluice.core.connection import Secret
 from sluice.errors import ConfigError
 
 

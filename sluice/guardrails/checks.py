@@ -7,13 +7,13 @@ from collections.abc import Sequence
 
 import msgspec
 
+from sluice.core.batch import ChunkBatch
 from sluice.errors import ApiError
 from sluice.guardrails.rule import Note, Rule, SpanRule, note_match
 from sluice.guardrails.selection import RuleSet
 from sluice.guardrails.stream import StreamGuard, channel_texts
 from sluice.guardrails.webhook import run_webhooks
 from sluice.guardrails.window import Channel
-from sluice.providers.base import ChunkBatch
 from sluice.wire.chat import ChatRequest, Message, TextPart, message_text
 from sluice.wire.chunks import CompletionChoice
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
+from sluice.config import Action, GuardrailConfig
 from sluice.errors import ConfigError
-from sluice.guardrails.config import Action, GuardrailConfig
 
 _TYPES: tuple[tuple[str, type | tuple[type, ...]], ...] = (
     ("object", dict),

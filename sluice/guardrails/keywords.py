@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from sluice.config import GuardrailConfig
 from sluice.errors import ConfigError
-from sluice.guardrails.config import GuardrailConfig
 from sluice.guardrails.regex import PatternRule, configured_rule
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from sluice.guardrails.config import GuardrailConfig, PiiEntity
+from sluice.config import GuardrailConfig, PiiEntity
 from sluice.guardrails.regex import PatternRule
 
 _KEY_EDGE = r"(?<![A-Za-z0-9_-])"

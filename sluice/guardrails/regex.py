@@ -28,8 +28,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple, cast
 
+from sluice.config import Action, GuardrailConfig
 from sluice.errors import ConfigError
-from sluice.guardrails.config import Action, GuardrailConfig
 
 if TYPE_CHECKING:
     from sre_parse import SubPattern

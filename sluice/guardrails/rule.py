@@ -12,8 +12,8 @@ from typing import Protocol
 
 import msgspec
 
+from sluice.config import Action, Stage
 from sluice.errors import GuardrailBlockedError
-from sluice.guardrails.config import Action, Stage
 
 
 class Note(msgspec.Struct, frozen=True):

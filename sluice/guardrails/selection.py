@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from sluice.config import GuardrailConfig, Scope
+from sluice.core.principal import Principal
 from sluice.errors import ConfigError
-from sluice.guardrails.config import GuardrailConfig, Scope
 from sluice.guardrails.json_schema import schema_rule
 from sluice.guardrails.keywords import keywords_rule
 from sluice.guardrails.pii import pii_rules
 from sluice.guardrails.regex import regex_rule
 from sluice.guardrails.rule import SpanRule, WholeRule
 from sluice.guardrails.webhook import WebhookClient, WebhookRule
-from sluice.storage.base import Principal
 
 
 class RuleSet(NamedTuple):

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 import msgspec
 from msgspec import UNSET
 
+from sluice.core.batch import ChunkBatch
 from sluice.errors import GuardrailBlockedError
 from sluice.guardrails.rule import Note, Rule, SpanRule, WholeRule, note_match
 from sluice.guardrails.window import Channel
-from sluice.providers.base import ChunkBatch
 from sluice.wire.chunks import (
     Choice,
     CompletionChoice,

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import aiohttp
 import msgspec
 
+from sluice.config import Action, GuardrailConfig, Stage
 from sluice.errors import ApiError, ConfigError, GuardrailUnavailableError
-from sluice.guardrails.config import Action, GuardrailConfig, Stage
 from sluice.guardrails.rule import Note, add_note, note_match
 
 

@@ -11,32 +11,7 @@ the Redis script (Lua numbers are doubles: exact below 2**53, hence the bound on
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import msgspec
-
-MAX_CAPACITY = 2**50
-"""Largest ``limit * window_ms``: leaves room below 2**53 for debts past capacity."""
-
-
-class LimitSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Limits of one key or one account; ``None`` means unlimited in that dimension."""
-
-    requests: Annotated[int, msgspec.Meta(ge=1)] | None = None
-    tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
-    window: Annotated[float, msgspec.Meta(ge=0.001)] = 60.0
-    """Seconds (millisecond precision)."""
-
-    def __post_init__(self) -> None:
-        if self.window < 0.001:
-            raise ValueError("window must be at least 0.001 s")
-        for limit in (self.requests, self.tokens):
-            if limit is not None and (limit < 1 or limit * self.window_ms > MAX_CAPACITY):
-                raise ValueError(f"limit {limit} per {self.window} s is out of range")
-
-    @property
-    def window_ms(self) -> int:
-        return round(self.window * 1000)
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -13,7 +13,8 @@ from typing import Literal
 
 import msgspec
 
-from sluice.limits.bucket import Bucket, LimitSpec
+from sluice.config import LimitSpec
+from sluice.limits.bucket import Bucket
 
 Dimension = Literal["requests", "tokens"]
 

@@ -22,9 +22,10 @@ from decimal import Decimal, InvalidOperation
 
 import msgspec
 
-from sluice.metering.pricing import Price, cost_pico
-from sluice.metering.tokens import TokenUsage, prompt_token_ceiling
-from sluice.providers.base import ConnectionSettings
+from sluice.core.connection import ConnectionSettings
+from sluice.core.tokens import prompt_token_ceiling
+from sluice.core.usage import Price, TokenUsage
+from sluice.metering.pricing import cost_pico
 from sluice.routing.catalog import CatalogModel
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import PriceSource

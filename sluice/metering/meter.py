@@ -12,10 +12,11 @@ from collections.abc import Callable
 
 import msgspec
 
+from sluice.core.principal import Principal
 from sluice.errors import BudgetExceededError
 from sluice.ids import IdFactory
 from sluice.metering.charges import usd_from_nano
-from sluice.storage.base import HoldRequest, Principal, Settlement, Store
+from sluice.storage.base import HoldRequest, Settlement, Store
 from sluice.storage.writer import WriteBehind
 
 

@@ -9,54 +9,17 @@ input rate when a model does not list them), the rest of the prompt at the input
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decimal import Decimal
-
-import msgspec
 
 from sluice.config import PriceConfig
-from sluice.metering.tokens import TokenUsage
+from sluice.core.usage import Price, TokenUsage
 from sluice.wire.chunks import CompletionTokensDetails, PriceSource, PromptTokensDetails, Usage
 
 PICO_PER_USD = 10**12
-_PICO_PER_TOKEN_PER_USD_PER_M = Decimal(10**6)
-
-
-def pico_per_token(usd_per_million: float) -> int:
-    """Exact conversion of a configured price (decimal text, not binary float noise)."""
-    return int(Decimal(repr(usd_per_million)) * _PICO_PER_TOKEN_PER_USD_PER_M)
-
-
-class Price(msgspec.Struct, frozen=True):
-    """Per-token rates in pico-USD."""
-
-    input: int
-    output: int
-    cache_read: int
-    cache_write: int
-
-    @classmethod
-    def per_million(
-        cls,
-        input: float,
-        output: float,
-        cache_read: float | None = None,
-        cache_write: float | None = None,
-    ) -> Price:
-        return cls(
-            input=pico_per_token(input),
-            output=pico_per_token(output),
-            cache_read=pico_per_token(input if cache_read is None else cache_read),
-            cache_write=pico_per_token(input if cache_write is None else cache_write),
-        )
-
-    @classmethod
-    def from_config(cls, conf: PriceConfig) -> Price:
-        return cls.per_million(conf.input, conf.output, conf.cache_read, conf.cache_write)
 
 
 def prices_from_config(confs: Mapping[str, PriceConfig]) -> dict[str, Price]:
     """Configured prices (USD per million tokens) by model id, as :class:`Price` s."""
-    return {model: Price.from_config(conf) for model, conf in confs.items()}
+    return {model: conf.price() for model, conf in confs.items()}
 
 
 def cost_pico(usage: TokenUsage, price: Price) -> int:

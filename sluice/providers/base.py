@@ -8,51 +8,21 @@ sends what it builds and feeds it what arrives, in whatever pieces arrive.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from sluice.config import Secret, Timeouts
+from sluice.core.batch import ChunkBatch
+from sluice.core.connection import Target
+from sluice.core.usage import TokenUsage
 from sluice.errors import ApiError
 from sluice.ids import IdFactory
-from sluice.metering.pricing import Price
-from sluice.metering.tokens import TokenUsage
 from sluice.wire.bounds import DEFAULT_MAX_EVENT_BYTES
 from sluice.wire.chat import ChatRequest
-from sluice.wire.chunks import Choice, CompletionChoice
+from sluice.wire.chunks import CompletionChoice
 
 if TYPE_CHECKING:
     from sluice.providers.normalize import ChunkEmitter
-
-ChunkBatch = list[list[Choice]]
-"""Chunks produced by one ``feed``: each item is the ``choices`` of one chunk."""
-
-
-class ConnectionSettings(msgspec.Struct, frozen=True):
-    """A resolved connection: credentials read, base URL defaulted."""
-
-    id: str
-    provider: str
-    base_url: str
-    api_key: Secret | None = None
-    region: str | None = None
-    timeouts: Timeouts = Timeouts()
-    on_disconnect: str = "cancel"
-    weight: float = 1.0
-    prices: Mapping[str, Price] = msgspec.field(default_factory=dict)
-    models: Mapping[str, str] | None = None
-    """An account's own connection: exactly these models (ours -> native), nothing else."""
-    owner: str | None = None
-    """The account that owns this connection (its upstream address is guarded)."""
-    options: Mapping[str, Any] = msgspec.field(default_factory=dict)
-
-
-class Target(msgspec.Struct, frozen=True):
-    """One upstream attempt: a catalog model served over one connection."""
-
-    model_id: str
-    native_model: str
-    connection: ConnectionSettings
 
 
 class LocalUpstream(Protocol):

@@ -17,9 +17,10 @@ from __future__ import annotations
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
+from sluice.core.batch import ChunkBatch
 from sluice.errors import UpstreamError
 from sluice.ids import IdFactory
-from sluice.providers.base import ChunkBatch, Repair
+from sluice.providers.base import Repair
 from sluice.wire.chunks import (
     FINISH_REASONS,
     Choice,

@@ -15,15 +15,15 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, Raw, Struct, UnsetType
 
+from sluice.core.connection import Target
+from sluice.core.usage import TokenUsage
 from sluice.errors import ApiError, UpstreamError
 from sluice.ids import IdFactory
-from sluice.metering.tokens import TokenUsage
 from sluice.providers.base import (
     DEFAULT_SHAPE,
     AdapterBase,
     ParsedCompletion,
     StreamShape,
-    Target,
     UpstreamRequest,
 )
 from sluice.providers.errors import error_for_status, malformed_response, retry_after_seconds

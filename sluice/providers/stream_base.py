@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar, cast
 
+from sluice.core.batch import ChunkBatch
+from sluice.core.usage import TokenUsage
 from sluice.errors import ApiError, UpstreamError
 from sluice.ids import IdFactory
-from sluice.metering.tokens import TokenUsage
-from sluice.providers.base import DEFAULT_SHAPE, ChunkBatch, StreamShape
+from sluice.providers.base import DEFAULT_SHAPE, StreamShape
 from sluice.providers.normalize import ChunkEmitter
 from sluice.wire.bounds import EventTooLargeError
 

@@ -12,8 +12,8 @@ from importlib import resources
 import msgspec
 
 from sluice.config import ModelConfig, PriceConfig
+from sluice.core.usage import Price
 from sluice.errors import ConfigError
-from sluice.metering.pricing import Price
 
 
 class CatalogModel(msgspec.Struct, frozen=True):
@@ -41,7 +41,7 @@ def _entry(model: ModelConfig) -> CatalogModel:
         id=model.id,
         providers=dict(model.providers),
         listed_price=price,
-        price=None if price is None else Price.from_config(price),
+        price=None if price is None else price.price(),
         fallbacks=tuple(model.fallbacks),
         max_output_tokens=model.max_output_tokens,
         owned_by=model.owned_by or model.id.partition("/")[0] or "sluice",

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import msgspec
 
 from sluice.config import RouteConfig, RouteTargetConfig
+from sluice.core.connection import ConnectionSettings, Target
 from sluice.errors import ConfigError, ModelNotFoundError
-from sluice.providers.base import ConnectionSettings, Target
 from sluice.routing.catalog import Catalog, CatalogModel
 
 

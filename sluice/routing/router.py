@@ -11,14 +11,15 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from random import Random
 from typing import TypeVar
 
 import msgspec
 
-from sluice.config import Timeouts
+from sluice.core.connection import Target, Timeouts
 from sluice.errors import ApiError, RequestTimeoutError, ServiceUnavailableError, UpstreamError
-from sluice.providers.base import ChunkBatch, ParsedCompletion, StreamTranslator, Target
+from sluice.providers.base import ParsedCompletion
 from sluice.providers.errors import error_for_status, malformed_response, retry_after_seconds
 from sluice.providers.normalize import canonical_choices
 from sluice.providers.registry import AdapterRegistry
@@ -26,6 +27,7 @@ from sluice.redaction import Redactor
 from sluice.routing.breaker import Breaker
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.policy import weighted_order
+from sluice.routing.upstream import UpstreamStream
 from sluice.transport.http import (
     HttpTransport,
     RequestNotSentError,
@@ -33,7 +35,6 @@ from sluice.transport.http import (
     deadline_error,
 )
 from sluice.wire.chat import ChatRequest
-from sluice.wire.chunks import Choice
 
 _T = TypeVar("_T")
 
@@ -47,14 +48,6 @@ class AttemptRecord(msgspec.Struct):
     latency_ms: float
     code: str | None = None
     message: str | None = None
-
-
-class OpenedStream(msgspec.Struct):
-    attempt: Attempt
-    response: UpstreamResponse
-    translator: StreamTranslator
-    first: ChunkBatch
-    ended: bool
 
 
 class InFlight:
@@ -71,15 +64,6 @@ class InFlight:
 class Completed(msgspec.Struct):
     attempt: Attempt
     result: ParsedCompletion
-
-
-def _has_event(batch: ChunkBatch) -> bool:
-    """A chunk the client must see: anything beyond the role chunk."""
-    for choices in batch:
-        choice: Choice = choices[0]
-        if choice.finish_reason is not None or choice.delta.role is msgspec.UNSET:
-            return True
-    return False
 
 
 def first_event_timeout(timeouts: Timeouts, what: str) -> RequestTimeoutError:
@@ -134,7 +118,7 @@ class Router:
 
     async def open_stream(
         self, req: ChatRequest, plan: Plan, records: list[AttemptRecord]
-    ) -> OpenedStream:
+    ) -> UpstreamStream:
         return await self._run(plan, records, lambda a, fresh: self._open_stream(req, a, fresh))
 
     async def complete(
@@ -253,36 +237,29 @@ class Router:
             raise err
         return resp
 
-    async def _open_stream(self, req: ChatRequest, attempt: Attempt, fresh: bool) -> OpenedStream:
+    async def _open_stream(self, req: ChatRequest, attempt: Attempt, fresh: bool) -> UpstreamStream:
         """Send, then read until the first event the client must see (or the end), within
-        the connection's first-event timeout; then hand over with the stall watch on."""
-        timeouts = attempt.target.connection.timeouts
-        translator = self._registry.adapter(attempt.target.connection.provider).stream(req)
-        held: ChunkBatch = []
-        resp: UpstreamResponse | None = None
+        the connection's first-event timeout."""
+        target = attempt.target
+        timeouts = target.connection.timeouts
+        translator = self._registry.adapter(target.connection.provider).stream(req)
+        stream: UpstreamStream | None = None
         try:
             async with asyncio.timeout(min(timeouts.first_event, timeouts.total)):
                 resp = await self._send(req, attempt, fresh)
-                while True:
-                    data = await resp.read_chunk()
-                    if not data:
-                        held.extend(translator.finish())
-                        return OpenedStream(attempt, resp, translator, held, ended=True)
-                    batch = translator.feed(data)
-                    held.extend(batch)
-                    if _has_event(batch):
-                        resp.watch(timeouts.stall)
-                        return OpenedStream(attempt, resp, translator, held, ended=False)
-                    if translator.failure is not None:
-                        raise translator.failure
+                stream = UpstreamStream(
+                    attempt, resp, translator, partial(self.scrub, target=target)
+                )
+                await stream.open(timeouts.stall)
         except TimeoutError:
-            if resp is not None:
-                resp.close()
+            if stream is not None:
+                stream.close()
             raise first_event_timeout(timeouts, "sent nothing") from None
         except BaseException:
-            if resp is not None:
-                resp.close()
+            if stream is not None:
+                stream.close()
             raise
+        return stream
 
     async def _complete(self, req: ChatRequest, attempt: Attempt, fresh: bool) -> Completed:
         timeouts = attempt.target.connection.timeouts

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 
 from sluice.accounts.keys import key_digest, key_prefix, new_key
-from sluice.config import PriceConfig, Timeouts
+from sluice.config import PriceConfig
+from sluice.core.connection import Timeouts
 from sluice.errors import (
     AuthenticationError,
     ConfigError,
@@ -25,10 +26,10 @@ from sluice.errors import (
     MethodNotAllowedError,
     NotFoundError,
 )
+from sluice.exchange.heads import JSON
 from sluice.ids import random_id
 from sluice.metering.charges import nano_from_usd_text, usd_from_nano
 from sluice.providers.registry import ProviderSpec, provider_spec, upstream_base_url
-from sluice.server.responses import JSON
 from sluice.storage.base import Account, StoredConnection
 from sluice.wire.bounds import DEFAULT_MAX_JSON_DEPTH
 from sluice.wire.chat import ModelName

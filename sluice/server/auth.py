@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sluice.accounts.keys import is_key_shaped, key_digest
+from sluice.core.principal import Principal
 from sluice.errors import AuthenticationError
-from sluice.storage.base import Principal, Store
+from sluice.storage.base import Store
 
 _CACHE_LIMIT = 10_000
 

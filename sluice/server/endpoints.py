@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from sluice.errors import NotFoundError
-from sluice.server.responses import JSON, PROMETHEUS
+from sluice.exchange.heads import JSON
+from sluice.server.responses import PROMETHEUS
 
 if TYPE_CHECKING:
     from sluice.server.app import Call, Gateway
@@ -27,7 +28,7 @@ async def models(gw: Gateway, call: Call) -> None:
 
 
 async def metrics(gw: Gateway, call: Call) -> None:
-    await call.writer.send(200, [*call.headers, PROMETHEUS], gw.metrics.render())
+    await call.writer.send(200, [*call.headers, PROMETHEUS], gw.services.metrics.render())
 
 
 async def request_log(gw: Gateway, call: Call) -> None:

@@ -12,7 +12,9 @@ import msgspec
 from sluice.accounts.dev_key import DevKey, ensure_dev_key
 from sluice.ids import IdFactory, random_id
 from sluice.server.app import Gateway
+from sluice.server.compose import create_app
 from sluice.server.listener import Listener, listen
+from sluice.server.tls import server_tls
 from sluice.settings import Settings
 from sluice.storage.factory import open_store
 
@@ -23,11 +25,12 @@ class RunningGateway(msgspec.Struct):
     dev_key: DevKey | None
     host: str
     port: int
+    scheme: str = "http"
 
     @property
     def base_url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
 
 
 async def start_gateway(
@@ -36,6 +39,7 @@ async def start_gateway(
     new_id: IdFactory = random_id,
     wall_clock: Callable[[], float] = time.time,
 ) -> RunningGateway:
+    tls = server_tls(settings.server)  # before anything opens: a bad file stops here
     settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
     store = await open_store(settings.storage_url)
     try:
@@ -44,7 +48,7 @@ async def start_gateway(
             dev_key = await ensure_dev_key(
                 store, settings.home, new_id, os.urandom(32), int(wall_clock())
             )
-        gateway = Gateway(settings, store, new_id=new_id, wall_clock=wall_clock)
+        gateway = create_app(settings, store, new_id=new_id, wall_clock=wall_clock)
     except BaseException:
         await store.close()
         raise
@@ -56,13 +60,14 @@ async def start_gateway(
             gateway.refused,
             settings.server.host,
             settings.server.port,
+            tls=tls,
         )
     except BaseException:
         await gateway.close()
         await store.close()
         raise
     host, port = listener.address
-    return RunningGateway(gateway, listener, dev_key, host, port)
+    return RunningGateway(gateway, listener, dev_key, host, port, "https" if tls else "http")
 
 
 async def stop_gateway(running: RunningGateway, grace: float = 5.0) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from typing import Any
 
-from sluice.server.exchange import Handler
 from sluice.server.http1 import ErrorResponse, HttpConnection
 from sluice.server.intake import Intake, Limits
+from sluice.server.message import Handler
 
 _LAST_WORDS_SECONDS = 1.0
 """How long interrupted responses get to write their last event and flush it."""
@@ -55,10 +56,16 @@ async def listen(
     error_response: ErrorResponse,
     host: str,
     port: int,
+    *,
+    tls: ssl.SSLContext | None = None,
     **kwargs: Any,
 ) -> Listener:
+    """With ``tls`` every connection is HTTPS; a client gets ``header_timeout`` seconds
+    for its TLS handshake too. A client that does not speak TLS is dropped quietly."""
     intake = Intake(limits)
     loop = asyncio.get_running_loop()
+    if tls is not None:
+        kwargs |= {"ssl": tls, "ssl_handshake_timeout": limits.header_timeout}
     server = await loop.create_server(
         lambda: HttpConnection(handler, limits, error_response, intake),
         host,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Final
 
 from sluice.errors import (
@@ -12,22 +11,8 @@ from sluice.errors import (
     RequestTooLargeError,
     ServiceUnavailableError,
 )
-from sluice.server.exchange import Headers
 
-JSON: Final = ("content-type", "application/json")
 PROMETHEUS: Final = ("content-type", "text/plain; version=0.0.4; charset=utf-8")
-SSE_HEADERS: Final = (
-    ("content-type", "text/event-stream"),
-    ("cache-control", "no-cache"),
-    ("x-accel-buffering", "no"),
-)
-
-
-def error_headers(err: ApiError, base: Headers) -> Headers:
-    headers = [*base, JSON]
-    if err.retry_after is not None:
-        headers.append(("retry-after", str(max(0, math.ceil(err.retry_after)))))
-    return headers
 
 
 def connection_error(status: int, message: str) -> ApiError:

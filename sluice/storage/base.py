@@ -19,23 +19,14 @@ from typing import Protocol
 
 import msgspec
 
-from sluice.config import PriceConfig, Timeouts
+from sluice.config import PriceConfig
+from sluice.core.connection import Timeouts
+from sluice.core.principal import Principal
 
 
 class ConstraintViolationError(Exception):
     """A write the database refused because it would break an invariant above (a
     negative charge, a charge beyond its hold); nothing of that write was kept."""
-
-
-class Principal(msgspec.Struct, frozen=True):
-    """Who is calling: the account and the key it used."""
-
-    account_id: str
-    account_name: str
-    key_id: str
-    key_prefix: str
-    metered: bool
-    is_dev: bool
 
 
 class Account(msgspec.Struct, frozen=True):

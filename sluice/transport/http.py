@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import aiohttp
 from yarl import URL
 
-from sluice.config import Timeouts
+from sluice.core.connection import Timeouts
 from sluice.errors import ApiError, RequestTimeoutError, ShuttingDownError, UpstreamError
 from sluice.providers.base import UpstreamRequest
 from sluice.transport.aws_sigv4 import AwsSigner

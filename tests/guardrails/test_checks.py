@@ -6,9 +6,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from sluice.config import GuardrailConfig
 from sluice.errors import GuardrailBlockedError, GuardrailUnavailableError
 from sluice.guardrails.checks import OutputGuard, check_input
-from sluice.guardrails.config import GuardrailConfig
 from sluice.guardrails.rule import Note
 from sluice.guardrails.selection import RuleSet
 from sluice.guardrails.webhook import WebhookClient, WebhookRule

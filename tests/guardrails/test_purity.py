@@ -9,7 +9,7 @@ import pytest
 from tests.test_house_rules import IMPURE_MODULES, imports
 
 ROOT = Path(__file__).parents[2] / "sluice" / "guardrails"
-PURE = ["config", "rule", "regex", "keywords", "pii", "json_schema", "window", "stream"]
+PURE = ["rule", "regex", "keywords", "pii", "json_schema", "window", "stream"]
 
 
 @pytest.mark.parametrize("name", PURE)

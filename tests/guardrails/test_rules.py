@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 import pytest
 
+from sluice.config import GuardrailConfig
 from sluice.errors import ConfigError
-from sluice.guardrails.config import GuardrailConfig
 from sluice.guardrails.json_schema import SchemaValidator, schema_rule
 from sluice.guardrails.keywords import keywords_rule
 from sluice.guardrails.pii import luhn_valid, pii_rules

@@ -7,10 +7,10 @@ from typing import Any
 import msgspec
 import pytest
 
+from sluice.config import GuardrailConfig
+from sluice.core.principal import Principal
 from sluice.errors import ConfigError
-from sluice.guardrails.config import GuardrailConfig
 from sluice.guardrails.selection import Guardrails
-from sluice.storage.base import Principal
 
 WHO = Principal("acct_1", "team-a", "key_1", "sk-sl-abc", metered=False, is_dev=False)
 

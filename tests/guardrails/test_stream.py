@@ -9,10 +9,10 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sluice.core.batch import ChunkBatch
 from sluice.errors import GuardrailBlockedError
 from sluice.guardrails.rule import Note
 from sluice.guardrails.stream import StreamGuard
-from sluice.providers.base import ChunkBatch
 from sluice.wire.chunks import (
     Choice,
     CompletionChoice,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from sluice.limits.bucket import MAX_CAPACITY, Bucket, LimitSpec
+from sluice.config import MAX_CAPACITY, LimitSpec
+from sluice.limits.bucket import Bucket
 
 PER_MINUTE = Bucket(limit=100, window_ms=60_000)  # one unit drains every 600 ms
 UNIT = PER_MINUTE.window_ms

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.limits.bucket import Bucket, LimitSpec
+from sluice.config import LimitSpec
+from sluice.limits.bucket import Bucket
 from sluice.limits.decision import (
     Decision,
     Quota,

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from sluice.config import LimitSpec
 from sluice.errors import ServiceUnavailableError
 from sluice.limits.base import LimiterUnavailableError
-from sluice.limits.bucket import LimitSpec
 from sluice.limits.decision import Quota, Subject, Ticket
 from sluice.limits.stores.memory import MemoryLimiter
 from sluice.limits.stores.redis import RedisLimiter, connect

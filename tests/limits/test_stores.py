@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from sluice.config import LimitSpec
 from sluice.limits.base import Limiter
-from sluice.limits.bucket import LimitSpec
 from sluice.limits.decision import Decision, Subject, Ticket
 from sluice.limits.stores.memory import MemoryLimiter
 from tests.limits.conftest import Clock

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from sluice.core.principal import Principal
 from sluice.metering.meter import Meter
-from sluice.storage.base import HoldRequest, Principal
+from sluice.storage.base import HoldRequest
 from sluice.storage.sqlite import SqliteStore
 from sluice.storage.writer import WriteBehind
 from tests.support.gateway import counting_ids

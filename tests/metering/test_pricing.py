@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from sluice.core.tokens import estimate_prompt_tokens, prompt_token_ceiling, tokens_for_chars
+from sluice.core.usage import MAX_REPORTED_COST_USD, MAX_REPORTED_TOKENS, Price, TokenUsage
+from sluice.frontdoors.chat import decode_chat_request
 from sluice.metering.charges import (
     Rate,
     as_priced,
@@ -11,17 +14,8 @@ from sluice.metering.charges import (
     nano_from_usd_text,
 )
 from sluice.metering.meter import Ticket
-from sluice.metering.pricing import Price, cost_pico, priced_usage, usd
-from sluice.metering.tokens import (
-    MAX_REPORTED_COST_USD,
-    MAX_REPORTED_TOKENS,
-    TokenUsage,
-    estimate_prompt_tokens,
-    prompt_token_ceiling,
-    tokens_for_chars,
-)
+from sluice.metering.pricing import cost_pico, priced_usage, usd
 from sluice.routing.catalog import CatalogModel
-from sluice.server.chat import decode_chat_request
 
 SONNET = Price.per_million(3.0, 15.0, cache_read=0.3, cache_write=3.75)
 

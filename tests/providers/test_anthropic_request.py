@@ -7,12 +7,11 @@ from typing import Any
 
 import pytest
 
-from sluice.config import Secret
+from sluice.core.connection import ConnectionSettings, Secret, Target
 from sluice.errors import InvalidRequestError
+from sluice.frontdoors.chat import decode_chat_request
 from sluice.providers.anthropic import AnthropicAdapter
 from sluice.providers.anthropic.request import DEFAULT_MAX_TOKENS
-from sluice.providers.base import ConnectionSettings, Target
-from sluice.server.chat import decode_chat_request
 from tests.support.gateway import counting_ids
 
 CONN = ConnectionSettings("conn_a", "anthropic", "https://api.anthropic.com", Secret("sk-ant-1"))

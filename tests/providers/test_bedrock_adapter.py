@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from sluice.config import Secret, Timeouts
+from sluice.core.connection import ConnectionSettings, Secret, Target, Timeouts
 from sluice.errors import (
     InvalidRequestError,
     RateLimitError,
@@ -16,9 +16,9 @@ from sluice.errors import (
     ServiceUnavailableError,
     UpstreamError,
 )
-from sluice.providers.base import AwsSigning, ConnectionSettings, Target
+from sluice.frontdoors.chat import decode_chat_request
+from sluice.providers.base import AwsSigning
 from sluice.providers.bedrock import BedrockAdapter
-from sluice.server.chat import decode_chat_request
 from tests.support.fake_bedrock import converse_response
 from tests.support.gateway import counting_ids
 

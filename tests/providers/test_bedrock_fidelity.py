@@ -20,10 +20,9 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError, EventStreamError
 
-from sluice.config import Timeouts
-from sluice.providers.base import ConnectionSettings, Target
+from sluice.core.connection import ConnectionSettings, Target, Timeouts
+from sluice.frontdoors.chat import decode_chat_request
 from sluice.providers.bedrock import BedrockAdapter
-from sluice.server.chat import decode_chat_request
 from tests.support.fake_bedrock import converse_response, error_reply, stream_reply, text_stream
 from tests.support.fake_upstream import FakeUpstream, Reply
 from tests.support.gateway import counting_ids

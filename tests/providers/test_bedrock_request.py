@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from sluice.errors import InvalidRequestError
+from sluice.frontdoors.chat import decode_chat_request
 from sluice.providers.bedrock.request import converse_body
-from sluice.server.chat import decode_chat_request
 
 CLAUDE = "anthropic.claude-test-v1:0"
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQ=="

@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from sluice.config import Timeouts
-from sluice.providers.base import ConnectionSettings, Target
+from sluice.core.connection import ConnectionSettings, Target, Timeouts
+from sluice.frontdoors.chat import decode_chat_request
 from sluice.providers.registry import PROVIDERS, AdapterRegistry
-from sluice.server.chat import decode_chat_request
 from tests.support.conformance import assert_conforms
 from tests.support.gateway import counting_ids
 from tests.support.transcript import FIXTURES, transcript

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from sluice.frontdoors.chat import decode_chat_request
 from sluice.providers.registry import AdapterRegistry
-from sluice.server.chat import decode_chat_request
 from sluice.wire.chat import ChatRequest
 from tests.support.gateway import counting_ids
 from tests.support.transcript import (

@@ -19,10 +19,10 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
-from sluice.config import Secret, Timeouts
-from sluice.providers.base import ConnectionSettings, StreamShape, Target
+from sluice.core.connection import ConnectionSettings, Secret, Target, Timeouts
+from sluice.frontdoors.chat import decode_chat_request
+from sluice.providers.base import StreamShape
 from sluice.providers.gemini import GeminiAdapter, GeminiStreamTranslator
-from sluice.server.chat import decode_chat_request
 from tests.support.fake_gemini import call, candidate, response, text, text_stream, usage
 from tests.support.fake_upstream import FakeUpstream, Reply
 from tests.support.gateway import counting_ids

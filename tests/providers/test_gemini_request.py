@@ -7,11 +7,10 @@ from typing import Any
 
 import pytest
 
-from sluice.config import Secret, Timeouts
+from sluice.core.connection import ConnectionSettings, Secret, Target, Timeouts
 from sluice.errors import InvalidRequestError
-from sluice.providers.base import ConnectionSettings, Target
+from sluice.frontdoors.chat import decode_chat_request
 from sluice.providers.gemini import GeminiAdapter
-from sluice.server.chat import decode_chat_request
 from tests.support.gateway import counting_ids
 
 KEY = "AIzaSyD-0123456789abcdefghijklmnopqrstu"

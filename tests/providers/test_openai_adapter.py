@@ -5,7 +5,7 @@ import json
 import msgspec
 import pytest
 
-from sluice.config import Secret, Timeouts
+from sluice.core.connection import ConnectionSettings, Secret, Target, Timeouts
 from sluice.errors import (
     InvalidRequestError,
     RateLimitError,
@@ -13,9 +13,8 @@ from sluice.errors import (
     ServiceUnavailableError,
     UpstreamError,
 )
-from sluice.providers.base import ConnectionSettings, Target
+from sluice.frontdoors.chat import decode_chat_request
 from sluice.providers.openai import OpenAIAdapter
-from sluice.server.chat import decode_chat_request
 from tests.support.gateway import counting_ids
 
 CONN = ConnectionSettings(

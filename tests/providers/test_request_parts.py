@@ -12,14 +12,13 @@ from typing import Any
 
 import pytest
 
-from sluice.config import Secret
+from sluice.core.connection import ConnectionSettings, Secret, Target
 from sluice.errors import InvalidRequestError
+from sluice.frontdoors.chat import decode_chat_request
 from sluice.providers.anthropic import AnthropicAdapter
-from sluice.providers.base import ConnectionSettings, Target
 from sluice.providers.bedrock.request import converse_body
 from sluice.providers.gemini import GeminiAdapter
 from sluice.providers.request_parts import DataUrl, parse_data_url, tool_arguments_object
-from sluice.server.chat import decode_chat_request
 from sluice.wire.chat import ChatRequest
 from tests.support.gateway import counting_ids
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.config import ModelConfig, RouteConfig, RouteTargetConfig, Timeouts
+from sluice.config import ModelConfig, RouteConfig, RouteTargetConfig
+from sluice.core.connection import ConnectionSettings, Timeouts
 from sluice.errors import ConfigError, ModelNotFoundError
-from sluice.providers.base import ConnectionSettings
 from sluice.routing.catalog import Catalog
 from sluice.routing.plan import Planner, position_name
 

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from sluice.core.usage import Price, TokenUsage
 from sluice.metering.charges import nano_from_pico
-from sluice.metering.pricing import Price, cost_pico
-from sluice.metering.tokens import TokenUsage
+from sluice.metering.pricing import cost_pico
 from sluice.server.lifecycle import RunningGateway
 from sluice.storage.factory import open_store
 from sluice.storage.sqlite import SqliteStore

@@ -6,15 +6,11 @@ import asyncio
 import json
 from pathlib import Path
 
+from sluice.core.tokens import estimate_prompt_tokens, prompt_token_ceiling, tokens_for_chars
+from sluice.core.usage import Price, TokenUsage
+from sluice.frontdoors.chat import decode_chat_request
 from sluice.metering.charges import nano_from_pico
-from sluice.metering.pricing import Price, cost_pico
-from sluice.metering.tokens import (
-    TokenUsage,
-    estimate_prompt_tokens,
-    prompt_token_ceiling,
-    tokens_for_chars,
-)
-from sluice.server.chat import decode_chat_request
+from sluice.metering.pricing import cost_pico
 from sluice.server.lifecycle import RunningGateway
 from tests.support.accounts import metered_key
 from tests.support.fake_openai import chunk, text_stream

@@ -11,15 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sluice.core.tokens import estimate_prompt_tokens, prompt_token_ceiling, tokens_for_chars
+from sluice.core.usage import Price, TokenUsage
+from sluice.frontdoors.chat import decode_chat_request
 from sluice.metering.charges import nano_from_pico
-from sluice.metering.pricing import Price, cost_pico
-from sluice.metering.tokens import (
-    TokenUsage,
-    estimate_prompt_tokens,
-    prompt_token_ceiling,
-    tokens_for_chars,
-)
-from sluice.server.chat import decode_chat_request
+from sluice.metering.pricing import cost_pico
 from sluice.storage.factory import open_store
 from tests.support.accounts import metered_key
 from tests.support.databases import fresh_postgres

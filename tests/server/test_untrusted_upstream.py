@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
-from sluice.metering.tokens import MAX_REPORTED_TOKENS
+from sluice.core.usage import MAX_REPORTED_TOKENS
 from sluice.server.lifecycle import RunningGateway
 from tests.support.accounts import metered_key
 from tests.support.fake_openai import DONE, chunk, completion, openai_default, text_stream

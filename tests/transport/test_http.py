@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from sluice.config import Timeouts
+from sluice.core.connection import Timeouts
 from sluice.errors import UpstreamError
 from sluice.providers.base import UpstreamRequest
 from sluice.transport.http import HttpTransport, RequestNotSentError

@@ -7,7 +7,7 @@ import msgspec
 import pytest
 
 from sluice.errors import InvalidRequestError
-from sluice.server.chat import decode_chat_request
+from sluice.frontdoors.chat import decode_chat_request
 from sluice.wire.chat import OVERRIDE_FIELDS
 
 FULL_REQUEST: dict[str, Any] = {

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import msgspec
 
+from sluice.core.connection import Target
 from sluice.errors import ApiError
 from sluice.ids import IdFactory
 from sluice.providers.anthropic.request import anthropic_request
@@ -22,7 +23,7 @@ from sluice.providers.anthropic.upstream import (
     error_detail,
     tool_input_json,
 )
-from sluice.providers.base import AdapterBase, ParsedCompletion, Target, UpstreamRequest
+from sluice.providers.base import AdapterBase, ParsedCompletion, UpstreamRequest
 from sluice.providers.errors import malformed_response, retry_after_seconds
 from sluice.providers.normalize import normalize_finish_reason
 from sluice.wire.chat import ChatRequest

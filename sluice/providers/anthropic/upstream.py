@@ -18,8 +18,8 @@ from typing import Any
 import msgspec
 from msgspec import Struct
 
+from sluice.core.usage import TokenUsage, reported_count
 from sluice.errors import ApiError, UpstreamError
-from sluice.metering.tokens import TokenUsage, reported_count
 from sluice.providers.errors import error_for_status
 
 

@@ -16,15 +16,10 @@ from urllib.parse import quote, urlsplit
 import msgspec
 from msgspec import Raw, Struct
 
+from sluice.core.connection import Target
 from sluice.errors import ApiError, UpstreamError
 from sluice.ids import IdFactory
-from sluice.providers.base import (
-    AdapterBase,
-    AwsSigning,
-    ParsedCompletion,
-    Target,
-    UpstreamRequest,
-)
+from sluice.providers.base import AdapterBase, AwsSigning, ParsedCompletion, UpstreamRequest
 from sluice.providers.bedrock.mapping import (
     Usage,
     bedrock_error,

@@ -11,8 +11,8 @@ from types import MappingProxyType
 
 from msgspec import Struct
 
+from sluice.core.usage import TokenUsage, reported_count
 from sluice.errors import ApiError, UpstreamError
-from sluice.metering.tokens import TokenUsage, reported_count
 from sluice.providers.errors import error_for_status
 
 STOP_REASONS = MappingProxyType(

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import quote
 
+from sluice.core.connection import Target
 from sluice.errors import ApiError
-from sluice.providers.base import AdapterBase, ParsedCompletion, Target, UpstreamRequest
+from sluice.providers.base import AdapterBase, ParsedCompletion, UpstreamRequest
 from sluice.providers.gemini.errors import parse_gemini_error
 from sluice.providers.gemini.request import gemini_body
 from sluice.providers.gemini.response import GeminiStreamTranslator, parse_gemini_completion

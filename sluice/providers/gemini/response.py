@@ -20,9 +20,9 @@ from types import MappingProxyType
 
 import msgspec
 
+from sluice.core.usage import TokenUsage, reported_count
 from sluice.errors import ApiError, InvalidRequestError, UpstreamError
 from sluice.ids import IdFactory
-from sluice.metering.tokens import TokenUsage, reported_count
 from sluice.providers.base import DEFAULT_SHAPE, ParsedCompletion, StreamShape
 from sluice.providers.errors import malformed_response
 from sluice.providers.gemini.errors import gemini_error

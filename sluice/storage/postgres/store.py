@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncpg
 import msgspec
 
+from sluice.core.principal import Principal
 from sluice.errors import ConfigError, ConflictError, NotFoundError
 from sluice.storage.base import (
     RECONCILE_SUMS,
@@ -20,7 +21,6 @@ from sluice.storage.base import (
     HoldRequest,
     KeyInfo,
     Mismatch,
-    Principal,
     RequestRecord,
     Settlement,
     mismatches,

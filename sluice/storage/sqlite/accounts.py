@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 
+from sluice.core.principal import Principal
 from sluice.errors import ConflictError, NotFoundError
-from sluice.storage.base import Account, KeyInfo, Principal
+from sluice.storage.base import Account, KeyInfo
 from sluice.storage.sqlite.connection import Row, SqliteBase, Tx
 
 ACCOUNT_COLUMNS = (

@@ -14,8 +14,6 @@ negative, is dropped: the request is priced from our table instead).
 
 from __future__ import annotations
 
-import math
-
 import msgspec
 
 from sluice.wire.chat import ChatRequest, TextPart, message_text
@@ -23,46 +21,7 @@ from sluice.wire.chat import ChatRequest, TextPart, message_text
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
 REPLY_PRIMING_TOKENS = 3
-MAX_REPORTED_TOKENS = 100_000_000
-"""The most tokens of one kind one request may be said to use; a count above is clamped."""
-MAX_REPORTED_COST_USD = 10_000.0
-"""The most one request may be said to cost; a reported cost above is clamped."""
 _ENCODER = msgspec.json.Encoder()
-
-
-def reported_count(value: int) -> int:
-    """A count an upstream reported, within ``0 .. MAX_REPORTED_TOKENS``; providers clamp
-    each raw count before adding counts up (a negative one must not cancel others)."""
-    return min(max(value, 0), MAX_REPORTED_TOKENS)
-
-
-class TokenUsage(msgspec.Struct):
-    """Provider-neutral usage. ``prompt_tokens`` includes cache reads and writes."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
-    provider_cost: float | None = None
-    estimated: bool = False
-
-    def __post_init__(self) -> None:
-        self.prompt_tokens = reported_count(self.prompt_tokens)
-        self.completion_tokens = reported_count(self.completion_tokens)
-        self.cached_tokens = reported_count(self.cached_tokens)
-        self.cache_write_tokens = reported_count(self.cache_write_tokens)
-        self.reasoning_tokens = reported_count(self.reasoning_tokens)
-        cost = self.provider_cost
-        if cost is not None:
-            if not math.isfinite(cost) or cost < 0:
-                self.provider_cost = None
-            elif cost > MAX_REPORTED_COST_USD:
-                self.provider_cost = MAX_REPORTED_COST_USD
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
 
 
 def tokens_for_chars(chars: int) -> int:

@@ -12,8 +12,9 @@ import msgspec
 
 from sluice.accounts.vault import Vault
 from sluice.config import RouteConfig
-from sluice.metering.pricing import Price, prices_from_config
-from sluice.providers.base import ConnectionSettings
+from sluice.core.connection import ConnectionSettings
+from sluice.core.usage import Price
+from sluice.metering.pricing import prices_from_config
 from sluice.providers.registry import provider_spec, upstream_base_url
 from sluice.routing.catalog import Catalog
 from sluice.routing.plan import Planner

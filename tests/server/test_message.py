@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.server.exchange import response_head
+from sluice.server.message import response_head
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,10 @@
-"""What happened to one chat request: filled in as it goes, read once when it ends.
+"""What happened to one request: filled in by its exchange as it goes, read once when
+it ends.
 
-At the end (complete, truncated, error, stall, cancelled) it yields the request-log row
-and the charge: provider-reported usage when there is some, else an estimate from what
-was streamed (SPEC §5: only tokens already produced are charged after a cancel).
+At the end (complete, truncated, error, stall, cancelled) it yields the charge and the
+request-log row (:mod:`.record`): provider-reported usage when there is some, else an
+estimate from what was streamed (SPEC §5: only tokens already produced are charged
+after a cancel).
 """
 
 from __future__ import annotations
@@ -12,18 +14,20 @@ from types import MappingProxyType
 
 import msgspec
 
+from sluice.core.principal import Principal
+from sluice.core.tokens import estimate_prompt_tokens, tokens_for_chars
+from sluice.core.usage import Price, TokenUsage
 from sluice.errors import ApiError, ShuttingDownError
 from sluice.guardrails.rule import Note
-from sluice.metering.charges import Rate, as_priced, charge, usd_from_nano
+from sluice.metering.charges import Rate, as_priced, charge, resolve_rate, usd_from_nano
 from sluice.metering.meter import Ticket
-from sluice.metering.pricing import Price, priced_usage
-from sluice.metering.tokens import TokenUsage, estimate_prompt_tokens, tokens_for_chars
+from sluice.metering.pricing import priced_usage
 from sluice.providers.base import ParsedCompletion, Repair, StreamTranslator
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.router import AttemptRecord
-from sluice.storage.base import RequestRecord
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import Usage
+from sluice.wire.encode import StreamIdentity
 
 _CUT_CODES = frozenset({"stream_incomplete", "upstream_disconnected"})
 
@@ -37,25 +41,47 @@ def _json_ok(text: str) -> bool:
     return True
 
 
-class Outcome:
+class ExchangeState:
+    """``disconnect``: what the client leaving did (``cancel`` or ``drain``), if it left."""
+
     __slots__ = (
         "attempt",
+        "attempts",
         "completed",
         "completion",
+        "created",
+        "disconnect",
         "error",
         "first_token",
         "guardrails",
         "plan",
         "prices",
+        "principal",
         "rate",
         "req",
+        "request_id",
         "sent",
+        "started",
         "ticket",
         "translator",
     )
 
-    def __init__(self, req: ChatRequest) -> None:
+    def __init__(
+        self,
+        req: ChatRequest,
+        principal: Principal,
+        *,
+        request_id: str,
+        created: int,
+        started: float,
+    ) -> None:
         self.req = req
+        self.principal = principal
+        self.request_id = request_id
+        self.created = created
+        self.started = started
+        self.attempts: list[AttemptRecord] = []
+        self.disconnect: str | None = None
         self.plan: Plan | None = None
         self.prices: Mapping[str, Price] = MappingProxyType({})
         self.ticket: Ticket | None = None
@@ -68,6 +94,22 @@ class Outcome:
         self.completed = False  # the upstream's answer arrived whole
         self.error: ApiError | None = None
         self.guardrails: list[Note] = []  # what guardrails did, for the request log
+
+    def serve(self, attempt: Attempt) -> StreamIdentity:
+        """The attempt that answers; its rate applies. Returns what the response says of
+        it (id, model, provider, connection, route)."""
+        self.attempt = attempt
+        conn = attempt.target.connection
+        self.rate = resolve_rate(attempt.model, conn, self.prices)
+        return StreamIdentity(
+            id=self.request_id,
+            created=self.created,
+            model=attempt.target.model_id,
+            provider=conn.provider,
+            connection=conn.id,
+            route=attempt.position,
+            route_name=None if self.plan is None else self.plan.route_name,
+        )
 
     def tokens(self) -> TokenUsage | None:
         """Usage so far: the provider's, else our estimate; None before any attempt.
@@ -102,9 +144,9 @@ class Outcome:
         )
 
     def wire_usage(self, *, cut: bool) -> Usage | None:
-        return self._priced(self.tokens(), cut)
+        return self.priced(self.tokens(), cut)
 
-    def _priced(self, tokens: TokenUsage | None, cut: bool) -> Usage | None:
+    def priced(self, tokens: TokenUsage | None, cut: bool) -> Usage | None:
         if tokens is None or self.rate is None:
             return None
         rate = self.rate
@@ -119,8 +161,8 @@ class Outcome:
     def credits_used(self) -> float | None:
         return None if self.ticket is None else usd_from_nano(self.charge(self.tokens()))
 
-    def status(self, cancelled: bool) -> str:
-        if cancelled:
+    def status(self) -> str:
+        if self.disconnect is not None:
             return "cancelled"
         if self.error is not None:
             if self.error.code == "guardrail_blocked":
@@ -160,68 +202,3 @@ class Outcome:
             {"choice": c, "index": i, "name": n, "arguments_valid_json": _json_ok(a or "{}")}
             for c, i, n, a in calls
         ]
-
-    def record(
-        self,
-        *,
-        request_id: str,
-        account_id: str,
-        key_id: str,
-        created: int,
-        duration: float,
-        http_status: int,
-        disconnect: str | None,
-        attempts: list[AttemptRecord],
-        tokens: TokenUsage | None,
-        charged: int,
-    ) -> RequestRecord:
-        """``disconnect``: what the client leaving did (``cancel`` or ``drain``), if it
-        left; ``tokens`` and ``charged``: :meth:`tokens` and :meth:`charge`, worked out
-        once by the caller."""
-        cancelled = disconnect is not None
-        wire = self._priced(tokens, self.error is not None or not self.completed)
-        served = self.attempt
-        rec = RequestRecord(
-            id=request_id,
-            account_id=account_id,
-            key_id=key_id,
-            created_at=created,
-            requested_model=self.req.model,
-            stream=self.req.is_stream,
-            attempts=[msgspec.to_builtins(a) for a in attempts],
-            status=self.status(cancelled),
-            finish_reason=self.finish_reason(),
-            duration_ms=round(duration * 1000, 3),
-            http_status=http_status,
-            tool_calls=self.tool_calls(),
-            disconnect=disconnect,
-            guardrails=[msgspec.to_builtins(n) for n in self.guardrails],
-            repairs=[msgspec.to_builtins(r) for r in self.repairs()],
-        )
-        if self.plan is not None:
-            rec.route_name = self.plan.route_name
-        if served is not None:
-            conn = served.target.connection
-            rec.served_model, rec.route = served.target.model_id, served.position
-            rec.provider, rec.connection = conn.provider, conn.id
-        if tokens is not None:
-            rec.prompt_tokens, rec.completion_tokens = (
-                tokens.prompt_tokens,
-                tokens.completion_tokens,
-            )
-            rec.cached_tokens, rec.reasoning_tokens = tokens.cached_tokens, tokens.reasoning_tokens
-            rec.usage_estimated = tokens.estimated
-        if wire is not None:
-            rec.cost, rec.price_source = wire.cost, wire.price_source
-        if self.ticket is not None:
-            rec.credits_held = usd_from_nano(self.ticket.amount)
-            rec.credits_charged = usd_from_nano(charged)
-        if self.first_token is not None:
-            rec.ttft_ms = round(self.first_token * 1000, 3)
-            generating = duration - self.first_token
-            if tokens is not None and tokens.completion_tokens and generating > 0:
-                rec.tokens_per_second = round(tokens.completion_tokens / generating, 2)
-        if self.error is not None:
-            rec.error_type, rec.error_code = self.error.type, self.error.code
-            rec.error_message = self.error.message
-        return rec

@@ -7,6 +7,8 @@ from http import HTTPStatus
 from types import MappingProxyType
 from typing import Protocol
 
+from sluice.exchange.ports import Headers
+
 _REASONS: Mapping[int, bytes] = MappingProxyType(
     {status.value: status.phrase.encode("ascii") for status in HTTPStatus}
     | {413: b"Content Too Large"}  # RFC 9110's name; Python 3.11 has the old one
@@ -41,10 +43,6 @@ class Request:
         self.received = received
 
 
-class ClientGoneError(Exception):
-    """The client closed the connection; nothing more can be written."""
-
-
 class Sink(Protocol):
     """The connection side of a :class:`ResponseWriter`. ``interrupted``: the gateway
     is stopping and cut this response short (its task was cancelled for that)."""
@@ -57,7 +55,6 @@ class Sink(Protocol):
     async def drain(self) -> None: ...
 
 
-Headers = list[tuple[str, str]]
 Handler = Callable[[Request, "ResponseWriter"], Awaitable[None]]
 
 

@@ -1,4 +1,5 @@
-"""``: keep-alive`` comments while the gateway waits for the first upstream event.
+"""Keep-alives (the front door's ``keepalive`` bytes) while the gateway waits for the
+first upstream event.
 
 Proxies with ~100 s idle limits would otherwise cut a long prefill. The first comment
 commits the 200 and the SSE head; failover stays possible after it (SPEC §2), and if
@@ -9,15 +10,17 @@ from __future__ import annotations
 
 import asyncio
 
-from sluice.server.exchange import ClientGoneError, Headers, ResponseWriter
-from sluice.wire.sse import KEEPALIVE_COMMENT
+from sluice.exchange.ports import ClientGoneError, ClientStream, Headers
 
 
 class KeepAlive:
-    __slots__ = ("_handle", "_headers", "_interval", "_loop", "_writer")
+    __slots__ = ("_comment", "_handle", "_headers", "_interval", "_loop", "_writer")
 
-    def __init__(self, writer: ResponseWriter, headers: Headers, interval: float) -> None:
+    def __init__(
+        self, writer: ClientStream, headers: Headers, interval: float, comment: bytes
+    ) -> None:
         self._writer = writer
+        self._comment = comment
         self._headers = headers
         self._interval = interval
         self._loop = asyncio.get_running_loop()
@@ -29,7 +32,7 @@ class KeepAlive:
         self._handle = None
         try:
             self._writer.start(200, self._headers)
-            self._writer.write_now(KEEPALIVE_COMMENT)
+            self._writer.write_now(self._comment)
         except ClientGoneError:
             return
         self._handle = self._loop.call_later(self._interval, self._tick)

@@ -1,0 +1,72 @@
+"""A resolved connection and one attempt's target: what routing plans with, what an
+adapter builds a request for, and what the transport sends it over."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+import msgspec
+
+from sluice.core.usage import Price
+
+
+class Secret:
+    """A credential. Its text is only reachable through :meth:`reveal`."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+class Timeouts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Seconds. ``stall``: longest silence between upstream events; ``total``: longest
+    an upstream call may take, from sending the request to the last byte (a stream
+    that trickles a byte now and then still ends)."""
+
+    connect: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    first_event: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    stall: Annotated[float, msgspec.Meta(gt=0)] = 120.0
+    total: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+
+
+class ConnectionSettings(msgspec.Struct, frozen=True):
+    """A resolved connection: credentials read, base URL defaulted."""
+
+    id: str
+    provider: str
+    base_url: str
+    api_key: Secret | None = None
+    region: str | None = None
+    timeouts: Timeouts = Timeouts()
+    on_disconnect: str = "cancel"
+    weight: float = 1.0
+    prices: Mapping[str, Price] = msgspec.field(default_factory=dict)
+    models: Mapping[str, str] | None = None
+    """An account's own connection: exactly these models (ours -> native), nothing else."""
+    owner: str | None = None
+    """The account that owns this connection (its upstream address is guarded)."""
+    options: Mapping[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Target(msgspec.Struct, frozen=True):
+    """One upstream attempt: a catalog model served over one connection."""
+
+    model_id: str
+    native_model: str
+    connection: ConnectionSettings

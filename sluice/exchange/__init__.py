@@ -1,0 +1,2 @@
+"""The exchange: one request's life from admission to record, protocol-neutral
+(docs/architecture.md)."""

@@ -1,0 +1,205 @@
+"""One request's life, from admission to its request-log row, whatever its wire format.
+
+:meth:`Exchange.run` reads top to bottom: admit (rate limit, input guardrails, plan,
+credit hold), run (stream, or answer whole: :mod:`.streaming`, :mod:`.completion`),
+then settle (the hold, the rate-limit tokens, the request-log row), however it ended.
+It takes the internal request and hands internal events to its front door, which
+alone knows the wire format. A failure before the response started is the door's
+error body; after, the door's error event, and the connection closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from sluice.core.principal import Principal
+from sluice.core.tokens import estimate_prompt_tokens
+from sluice.errors import ApiError, InternalError, RateLimitError, ShuttingDownError
+from sluice.exchange.completion import complete
+from sluice.exchange.heads import error_headers
+from sluice.exchange.ports import ClientGoneError, ClientStream, FrontDoor, Headers
+from sluice.exchange.record import request_record
+from sluice.exchange.services import Services
+from sluice.exchange.state import ExchangeState
+from sluice.exchange.streaming import stream
+from sluice.guardrails.checks import check_input
+from sluice.guardrails.selection import RuleSet
+from sluice.limits.base import LimiterUnavailableError
+from sluice.limits.decision import Ticket as LimitTicket
+from sluice.limits.headers import rate_limit_headers
+from sluice.metering.charges import hold_amount, resolve_rate
+from sluice.routing.router import AttemptRecord
+from sluice.wire.chat import ChatRequest
+
+_log = logging.getLogger("sluice.server")
+
+
+class Exchange:
+    """``headers``: the response's own headers (request id, rate limits), shared with the
+    server, which sends them on errors raised before the exchange ran. ``status``: the
+    HTTP status once :meth:`run` ended (499 when the client left)."""
+
+    __slots__ = ("_limit_ticket", "door", "headers", "services", "state", "status", "writer")
+
+    def __init__(
+        self,
+        services: Services,
+        door: FrontDoor,
+        writer: ClientStream,
+        headers: Headers,
+    ) -> None:
+        self.services = services
+        self.door = door
+        self.writer = writer
+        self.headers = headers
+        self.state: ExchangeState | None = None
+        self.status = 200
+        self._limit_ticket: LimitTicket | None = None
+
+    @property
+    def attempts(self) -> list[AttemptRecord]:
+        return [] if self.state is None else self.state.attempts
+
+    async def run(
+        self,
+        req: ChatRequest,
+        principal: Principal,
+        *,
+        request_id: str,
+        created: int,
+        started: float,
+    ) -> int:
+        state = self.state = ExchangeState(
+            req, principal, request_id=request_id, created=created, started=started
+        )
+        status = 200
+        try:
+            output = await self._admit(state)
+            if state.req.is_stream:
+                await stream(self, state, output)
+            else:
+                await complete(self, state, output)
+        except ApiError as err:
+            status = err.http_status
+            if state.error is None:
+                state.error = err
+            await self._fail(err)
+        except (ClientGoneError, asyncio.CancelledError):
+            status = self._interrupted(state) if self.writer.interrupted else 499
+            raise
+        except Exception:
+            status = 500
+            _log.exception("request %s failed", request_id)
+            await self._fail(InternalError("The gateway failed to handle the request."))
+        finally:
+            self.status = status
+            if state.disconnect != "drain":  # a drain settles when it ends
+                self.settle(status)
+        return status
+
+    async def _admit(self, state: ExchangeState) -> RuleSet:
+        """Rate limits first (a refused request costs nothing downstream), then the input
+        guardrails (before routing and any hold, SPEC §6), the plan and the credit hold.
+        Returns the output guardrails that apply."""
+        services, principal = self.services, state.principal
+        subject = services.limit_subject(principal)
+        if subject is not None:
+            decision = await services.limiter.admit(subject, estimate_prompt_tokens(state.req))
+            self.headers.extend(rate_limit_headers(decision))
+            if not decision.allowed:
+                raise RateLimitError(
+                    f"Rate limit reached for {', '.join(decision.exceeded)}.",
+                    code="rate_limit_exceeded",
+                    retry_after=decision.retry_after,
+                )
+            self._limit_ticket = decision.ticket
+        rules = services.guardrails.select(principal, state.req.model)
+        if rules.input:
+            state.req = await check_input(
+                state.req, rules.input, request_id=state.request_id, notes=state.guardrails
+            )
+        req = state.req
+        view = await services.tenants.view(principal.account_id)
+        state.prices = view.prices
+        plan = state.plan = view.planner.plan(req.model, req.models or ())
+        rates = [
+            (a.model, resolve_rate(a.model, a.target.connection, view.prices))
+            for a in plan.attempts
+        ]
+        state.ticket = await services.meter.hold(
+            principal, state.request_id, hold_amount(req, rates)
+        )
+        return rules.output
+
+    def drain(self, work: Callable[[], Coroutine[Any, Any, None]]) -> bool:
+        """Read on after the client left (``on_disconnect = "drain"``): settled when
+        ``work()`` ends. False, nothing started, once the gateway is stopping."""
+        state = self.state
+        assert state is not None
+        started = self.services.tasks.drain(
+            work,
+            started=state.started,
+            request_id=state.request_id,
+            then=lambda: self.settle(499),
+        )
+        if started:
+            state.disconnect = "drain"
+        return started
+
+    def settle(self, status: int) -> None:
+        """Settle the hold, queue the rate-limit tokens and the request-log row (no I/O
+        here: both are written off the response path)."""
+        state, services = self.state, self.services
+        assert state is not None
+        if state.disconnect is None and status == 499:
+            state.disconnect = "cancel"
+        tokens = state.tokens()
+        charged = state.charge(tokens)
+        if self._limit_ticket is not None:
+            total = 0 if tokens is None else tokens.total_tokens
+            services.tasks.background(self._finish_limits(self._limit_ticket, total))
+        if state.ticket is not None:
+            services.meter.settle(state.ticket, charged)
+        duration = services.clock() - state.started
+        services.log.log(
+            request_record(
+                state, http_status=status, duration=duration, tokens=tokens, charged=charged
+            )
+        )
+
+    async def _finish_limits(self, ticket: LimitTicket, total_tokens: int) -> None:
+        try:
+            await self.services.limiter.finish(ticket, total_tokens)
+        except LimiterUnavailableError:
+            _log.warning("could not settle rate-limit tokens: limiter unavailable")
+
+    def _interrupted(self, state: ExchangeState) -> int:
+        """Cut by shutdown: the last event (or a 503) goes out now, without waiting for
+        the client; the request log says ``shutdown``. Returns the status."""
+        err = state.error = ShuttingDownError()
+        writer = self.writer
+        try:
+            if not writer.started:
+                writer.keep_alive = False
+                writer.send_now(
+                    err.http_status, error_headers(err, self.headers), self.door.error_body(err)
+                )
+                return err.http_status
+            if not writer.finished:
+                usage = state.wire_usage(cut=True) if state.req.include_usage else None
+                writer.end_now(self.door.error_event(err, usage))
+        except ClientGoneError:
+            pass
+        return 200
+
+    async def _fail(self, err: ApiError) -> None:
+        writer = self.writer
+        if not writer.started:
+            await writer.send(
+                err.http_status, error_headers(err, self.headers), self.door.error_body(err)
+            )
+        elif not writer.finished:
+            await writer.end(self.door.error_event(err, None), close=True)

@@ -1,0 +1,90 @@
+"""What an exchange talks to: the client's response stream and the front door.
+
+Both are protocols, so the exchange names neither the HTTP server nor any wire format.
+A front door is a decoder and an encoder and nothing else: it turns its wire request
+into the internal :class:`~sluice.wire.chat.ChatRequest`, and the exchange's internal
+events (chunk batches, the ending with usage, an error) into its wire bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from sluice.core.batch import ChunkBatch
+from sluice.errors import ApiError
+from sluice.wire.chat import ChatRequest
+from sluice.wire.chunks import CompletionChoice, Usage
+from sluice.wire.encode import StreamIdentity
+
+Headers = list[tuple[str, str]]
+
+
+class ClientGoneError(Exception):
+    """The client closed the connection; nothing more can be written."""
+
+
+class ClientStream(Protocol):
+    """One response to the client: whole (``send``) or streamed (``start`` / ``write`` /
+    ``end``). ``interrupted``: the gateway is stopping and cut it short."""
+
+    started: bool
+    finished: bool
+    keep_alive: bool
+
+    @property
+    def interrupted(self) -> bool: ...
+
+    async def send(self, status: int, headers: Headers, body: bytes) -> None: ...
+
+    def send_now(self, status: int, headers: Headers, body: bytes) -> None: ...
+
+    def start(self, status: int, headers: Headers) -> None: ...
+
+    def write_now(self, data: bytes) -> None: ...
+
+    async def write(self, data: bytes) -> None: ...
+
+    def end_now(self, data: bytes) -> None: ...
+
+    async def end(self, data: bytes = b"", close: bool = False) -> None: ...
+
+
+class StreamEncoder(Protocol):
+    """One streamed response's encoder; made once the serving attempt is known."""
+
+    def events(self, batch: ChunkBatch) -> bytes: ...
+
+    def ending(self, usage: Usage | None, credits_used: float | None) -> bytes:
+        """After the last content: the usage (when given) and the end marker."""
+        ...
+
+
+class FrontDoor(Protocol):
+    """One wire protocol's decoder and encoder over the exchange."""
+
+    @property
+    def stream_headers(self) -> Sequence[tuple[str, str]]: ...
+
+    @property
+    def keepalive(self) -> bytes:
+        """What the stream sends while it waits for the first upstream event."""
+        ...
+
+    def decode(self, body: bytes | bytearray, max_depth: int) -> ChatRequest: ...
+
+    def stream_encoder(self, identity: StreamIdentity) -> StreamEncoder: ...
+
+    def completion(
+        self,
+        identity: StreamIdentity,
+        choices: list[CompletionChoice],
+        usage: Usage,
+        credits_used: float | None,
+    ) -> bytes: ...
+
+    def error_body(self, err: ApiError) -> bytes: ...
+
+    def error_event(self, err: ApiError, usage: Usage | None) -> bytes:
+        """The last event of a stream that failed after it started."""
+        ...

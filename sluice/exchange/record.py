@@ -1,0 +1,66 @@
+"""The request-log row of one exchange, built from its state when it ends."""
+
+from __future__ import annotations
+
+import msgspec
+
+from sluice.core.usage import TokenUsage
+from sluice.exchange.state import ExchangeState
+from sluice.metering.charges import usd_from_nano
+from sluice.storage.base import RequestRecord
+
+
+def request_record(
+    state: ExchangeState,
+    *,
+    http_status: int,
+    duration: float,
+    tokens: TokenUsage | None,
+    charged: int,
+) -> RequestRecord:
+    """``tokens`` and ``charged``: the state's :meth:`~ExchangeState.tokens` and
+    :meth:`~ExchangeState.charge`, worked out once by the caller (they also settle)."""
+    req, principal = state.req, state.principal
+    wire = state.priced(tokens, state.error is not None or not state.completed)
+    rec = RequestRecord(
+        id=state.request_id,
+        account_id=principal.account_id,
+        key_id=principal.key_id,
+        created_at=state.created,
+        requested_model=req.model,
+        stream=req.is_stream,
+        attempts=[msgspec.to_builtins(a) for a in state.attempts],
+        status=state.status(),
+        finish_reason=state.finish_reason(),
+        duration_ms=round(duration * 1000, 3),
+        http_status=http_status,
+        tool_calls=state.tool_calls(),
+        disconnect=state.disconnect,
+        guardrails=[msgspec.to_builtins(n) for n in state.guardrails],
+        repairs=[msgspec.to_builtins(r) for r in state.repairs()],
+    )
+    if state.plan is not None:
+        rec.route_name = state.plan.route_name
+    served = state.attempt
+    if served is not None:
+        conn = served.target.connection
+        rec.served_model, rec.route = served.target.model_id, served.position
+        rec.provider, rec.connection = conn.provider, conn.id
+    if tokens is not None:
+        rec.prompt_tokens, rec.completion_tokens = tokens.prompt_tokens, tokens.completion_tokens
+        rec.cached_tokens, rec.reasoning_tokens = tokens.cached_tokens, tokens.reasoning_tokens
+        rec.usage_estimated = tokens.estimated
+    if wire is not None:
+        rec.cost, rec.price_source = wire.cost, wire.price_source
+    if state.ticket is not None:
+        rec.credits_held = usd_from_nano(state.ticket.amount)
+        rec.credits_charged = usd_from_nano(charged)
+    if state.first_token is not None:
+        rec.ttft_ms = round(state.first_token * 1000, 3)
+        generating = duration - state.first_token
+        if tokens is not None and tokens.completion_tokens and generating > 0:
+            rec.tokens_per_second = round(tokens.completion_tokens / generating, 2)
+    if state.error is not None:
+        rec.error_type, rec.error_code = state.error.type, state.error.code
+        rec.error_message = state.error.message
+    return rec

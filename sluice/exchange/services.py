@@ -1,0 +1,73 @@
+"""What every exchange uses, built once by the gateway (the composition root) and
+passed down; an exchange holds no other reference to the gateway."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sluice.config import LimitsConfig
+from sluice.core.principal import Principal
+from sluice.exchange.metrics import Metrics
+from sluice.exchange.tasks import Tasks
+from sluice.exchange.tenants import Tenants
+from sluice.guardrails.selection import Guardrails
+from sluice.limits.base import Limiter
+from sluice.limits.decision import Subject
+from sluice.metering.meter import Meter
+from sluice.routing.router import Router
+from sluice.storage.writer import WriteBehind
+
+
+class Services:
+    __slots__ = (
+        "clock",
+        "guardrails",
+        "keepalive_interval",
+        "limiter",
+        "limits",
+        "log",
+        "max_json_depth",
+        "meter",
+        "metrics",
+        "router",
+        "tasks",
+        "tenants",
+    )
+
+    def __init__(
+        self,
+        *,
+        router: Router,
+        tenants: Tenants,
+        meter: Meter,
+        log: WriteBehind,
+        limiter: Limiter,
+        limits: LimitsConfig,
+        guardrails: Guardrails,
+        metrics: Metrics,
+        tasks: Tasks,
+        clock: Callable[[], float],
+        keepalive_interval: float,
+        max_json_depth: int,
+    ) -> None:
+        self.router = router
+        self.tenants = tenants
+        self.meter = meter
+        self.log = log
+        self.limiter = limiter
+        self.limits = limits
+        self.guardrails = guardrails
+        self.metrics = metrics
+        self.tasks = tasks
+        self.clock = clock
+        self.keepalive_interval = keepalive_interval
+        self.max_json_depth = max_json_depth
+
+    def limit_subject(self, principal: Principal) -> Subject | None:
+        """The limits that apply to a caller; None when none do (no limiter call)."""
+        limits = self.limits
+        key = limits.keys.get(principal.key_prefix, limits.key)
+        account = limits.accounts.get(principal.account_name, limits.account)
+        if key is None and account is None:
+            return None
+        return Subject(principal.key_id, principal.account_id, key=key, account=account)

@@ -1,0 +1,158 @@
+"""A streamed answer: failover until the first event, then the upstream pumped into the
+front door's encoder; the hot path is :meth:`UpstreamStream.pump` with a sink that
+encodes and writes, nothing else.
+
+A failure after the first event becomes the door's error event (with the partial usage
+when the client asked for usage) and the connection closes without the end marker.
+When an output guardrail applies it sits between the translator and the encoder;
+otherwise the loop is untouched. A client that leaves cancels the upstream call, or
+on a ``drain`` connection the rest is read unsent so the provider's usage is charged
+(SPEC §5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from sluice.core.batch import ChunkBatch
+from sluice.errors import ApiError
+from sluice.exchange.keepalive import KeepAlive
+from sluice.exchange.ports import ClientGoneError
+from sluice.exchange.state import ExchangeState
+from sluice.guardrails.checks import OutputGuard
+from sluice.guardrails.selection import RuleSet
+from sluice.routing.upstream import Sink, UpstreamStream
+
+if TYPE_CHECKING:
+    from sluice.exchange.exchange import Exchange
+
+
+async def stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
+    upstream = await _open(ex, state)
+    encoder = ex.door.stream_encoder(state.serve(upstream.attempt))
+    writer, metrics = ex.writer, ex.services.metrics
+    guard = None
+    if output:
+        guard = OutputGuard(output, request_id=state.request_id, notes=state.guardrails)
+    pending = b""
+    metrics.streams.inc()
+    try:
+        first = upstream.take_first()
+        if guard is not None:
+            first = await guard.filter(first)
+            if upstream.ended:
+                first += await guard.finish()
+        pending = encoder.events(first) if first else b""
+        del first  # written once; not kept for the whole stream
+        writer.start(200, [*ex.headers, *ex.door.stream_headers])
+        if guard is not None and guard.failure is not None:
+            raise guard.failure
+        if not upstream.ended:
+            await writer.write(pending)
+            pending = b""
+            await _pump(upstream, guard, writer.write, encoder.events)
+    except ApiError as err:
+        upstream.close()
+        state.error = err
+        usage = state.wire_usage(cut=True) if state.req.include_usage else None
+        await writer.end(pending + ex.door.error_event(err, usage), close=True)
+        return
+    except (ClientGoneError, asyncio.CancelledError):
+        _client_left(ex, state, upstream)
+        raise
+    except BaseException:
+        upstream.close()
+        raise
+    finally:
+        metrics.streams.dec()
+    state.completed = True
+    include = state.req.include_usage
+    ending = encoder.ending(
+        state.wire_usage(cut=False) if include else None,
+        state.credits_used() if include else None,
+    )
+    await writer.end(pending + ending)
+
+
+async def _open(ex: Exchange, state: ExchangeState) -> UpstreamStream:
+    """Failover until one attempt produced its first event, keep-alives meanwhile."""
+    services, door = ex.services, ex.door
+    assert state.plan is not None
+    ticker = KeepAlive(
+        ex.writer,
+        [*ex.headers, *door.stream_headers],
+        services.keepalive_interval,
+        door.keepalive,
+    )
+    try:
+        upstream = await services.router.open_stream(state.req, state.plan, state.attempts)
+    finally:
+        ticker.stop()
+    state.translator = upstream.translator
+    state.first_token = services.clock() - state.started
+    state.sent = True
+    services.metrics.first_token(state.first_token)
+    return upstream
+
+
+async def _pump(
+    upstream: UpstreamStream,
+    guard: OutputGuard | None,
+    write: Callable[[bytes], Awaitable[None]],
+    events: Callable[[ChunkBatch], bytes],
+) -> None:
+    """After the first event: straight from translator to encoder, or through the guard."""
+    if guard is None:
+
+        async def sink(batch: ChunkBatch) -> None:
+            await write(events(batch))
+
+        await upstream.pump(sink)
+        return
+    await upstream.pump(_guarded(guard, write, events))
+    tail = await guard.finish()
+    if tail:
+        await write(events(tail))
+    if guard.failure is not None:
+        raise guard.failure
+
+
+def _guarded(
+    guard: OutputGuard,
+    write: Callable[[bytes], Awaitable[None]],
+    events: Callable[[ChunkBatch], bytes],
+) -> Sink:
+    """The sink with the output guardrails between translator and encoder."""
+
+    async def sink(batch: ChunkBatch) -> None:
+        if batch := await guard.filter(batch):
+            await write(events(batch))
+        if guard.failure is not None:
+            raise guard.failure
+
+    return sink
+
+
+def _client_left(ex: Exchange, state: ExchangeState, upstream: UpstreamStream) -> None:
+    """Mid-stream disconnect: close the upstream call, or read it on unsent (``drain``)."""
+    drain = upstream.attempt.target.connection.on_disconnect == "drain" and not upstream.ended
+    if not drain or not ex.drain(lambda: _drain(state, upstream)):
+        upstream.close()
+
+
+async def _drain(state: ExchangeState, upstream: UpstreamStream) -> None:
+    try:
+        await upstream.pump(_unsent)
+    except ApiError as err:
+        state.error = err
+        return
+    except BaseException:
+        upstream.close()
+        raise
+    state.completed = True
+
+
+async def _unsent(batch: ChunkBatch) -> None:
+    """A drain's sink: the client is gone."""

@@ -1,0 +1,78 @@
+"""Work that outlives a request's response: drains (a stream read on after its client
+left, ``on_disconnect = "drain"``) and settling rate-limit tokens. Owned by the
+gateway; closed with it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+_log = logging.getLogger("sluice.server")
+
+
+class Tasks:
+    __slots__ = ("_background", "_clock", "_drains", "_hold_ttl", "_may_drain")
+
+    def __init__(self, clock: Callable[[], float], hold_ttl: float) -> None:
+        self._clock = clock
+        self._hold_ttl = hold_ttl
+        self._background: set[asyncio.Task[None]] = set()
+        self._drains: set[asyncio.Task[None]] = set()
+        self._may_drain = True
+
+    def background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def drain(
+        self,
+        work: Callable[[], Coroutine[Any, Any, None]],
+        *,
+        started: float,
+        request_id: str,
+        then: Callable[[], None],
+    ) -> bool:
+        """Run ``work()`` unwatched, then ``then()`` however it ended; cut before the
+        request's credit hold expires (an expired hold is reclaimed free). False, and
+        nothing started, once the gateway is stopping."""
+        if not self._may_drain:
+            return False
+        budget = 0.9 * self._hold_ttl - (self._clock() - started)
+        task = asyncio.get_running_loop().create_task(
+            self._drained(work(), budget, request_id, then)
+        )
+        self._drains.add(task)
+        task.add_done_callback(self._drains.discard)
+        return True
+
+    @staticmethod
+    async def _drained(
+        work: Coroutine[Any, Any, None], budget: float, request_id: str, then: Callable[[], None]
+    ) -> None:
+        try:
+            async with asyncio.timeout(budget):
+                await work
+        except TimeoutError:
+            _log.warning("drain of request %s cut at its hold's lifetime", request_id)
+        except Exception:
+            _log.exception("draining request %s failed", request_id)
+        finally:
+            then()
+
+    def stop_draining(self) -> None:
+        """Shutting down: a client leaving from now on cancels its upstream call."""
+        self._may_drain = False
+
+    async def close(self) -> None:
+        """Cancel the drains (each is settled with what it read so far), then wait a
+        little for the background work."""
+        self._may_drain = False
+        while self._drains:
+            for task in self._drains:
+                task.cancel()
+            await asyncio.wait(self._drains)
+        if self._background:
+            await asyncio.wait(self._background, timeout=5)
