@@ -163,6 +163,46 @@ def test_bedrock_region_from_config_or_environment() -> None:
     assert conn.region is None and conn.api_key is not None
 
 
+BEDROCK = '[[connections]]\nid = "conn_br"\nprovider = "aws-bedrock"\n'
+
+
+@pytest.mark.parametrize(
+    ("toml", "env", "region"),
+    [
+        (BEDROCK + 'region = "eu-west-1"\n', {"AWS_REGION": "us-west-2"}, "eu-west-1"),
+        (BEDROCK, {"AWS_REGION": "us-west-2", "AWS_DEFAULT_REGION": "ap-south-1"}, "us-west-2"),
+        (BEDROCK, {"AWS_DEFAULT_REGION": "ap-south-1"}, "ap-south-1"),
+        (BEDROCK, {"AWS_REGION": "", "AWS_DEFAULT_REGION": "ap-south-1"}, "ap-south-1"),
+    ],
+    ids=["config-wins", "region-over-default", "default-region", "empty-region-skipped"],
+)
+def test_a_region_comes_from_config_then_the_providers_variables(
+    toml: str, env: dict[str, str], region: str
+) -> None:
+    (conn,) = [c for c in settings(toml, env).connections if c.id == "conn_br"]
+    assert (conn.region, conn.base_url) == (
+        region,
+        f"https://bedrock-runtime.{region}.amazonaws.com",
+    )
+
+
+def test_a_missing_region_names_where_to_set_it() -> None:
+    with pytest.raises(ConfigError, match=r"set `region` or AWS_REGION to sign aws-bedrock"):
+        settings(BEDROCK + 'base_url = "https://bedrock.example.internal"\n')
+    with pytest.raises(
+        ConfigError, match=r"a region is required for aws-bedrock \(set `region` or AWS_REGION\)"
+    ):
+        settings(BEDROCK)
+    templated = (
+        '[[connections]]\nid = "c"\nprovider = "openai-compatible"\n'
+        'base_url = "https://{region}.x"\n'
+    )
+    with pytest.raises(
+        ConfigError, match=r"a region is required for openai-compatible \(set `region`\)$"
+    ):
+        settings(templated, {"AWS_REGION": "us-east-1"})  # AWS variables are not its own
+
+
 def test_anthropic_and_gemini_keys_in_the_environment() -> None:
     s = settings(
         env={

@@ -7,7 +7,7 @@ This table is the only place that lists provider kinds; everything outside
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import cast
 
 import msgspec
@@ -30,6 +30,9 @@ class ProviderSpec(msgspec.Struct, frozen=True):
     """Served in-process (no network, no credentials)."""
     needs_region: bool = False
     """Signed for a region (AWS): one is required unless the connection has an API key."""
+    region_env: tuple[str, ...] = ()
+    """Environment variables a region is read from (first set wins) when a connection
+    names none."""
 
 
 def _adapter(module: str, name: str) -> Callable[[str, IdFactory, int], Adapter]:
@@ -65,6 +68,7 @@ PROVIDERS: tuple[ProviderSpec, ...] = (
         "AWS_BEARER_TOKEN_BEDROCK",
         needs_key=False,
         needs_region=True,
+        region_env=("AWS_REGION", "AWS_DEFAULT_REGION"),
     ),
     ProviderSpec("deepseek", _OPENAI, "https://api.deepseek.com", "DEEPSEEK_API_KEY"),
     ProviderSpec("openai-compatible", _OPENAI, None, needs_key=False),
@@ -97,6 +101,11 @@ class AdapterRegistry:
             make = provider_spec(kind).make
             adapter = self._adapters[kind] = make(kind, self._new_id, self._max_event_bytes)
         return adapter
+
+
+def region_from_env(spec: ProviderSpec, env: Mapping[str, str]) -> str | None:
+    """The region in the first of ``spec.region_env`` that is set, if any."""
+    return next((env[name] for name in spec.region_env if env.get(name)), None)
 
 
 def upstream_base_url(spec: ProviderSpec, base_url: str | None, region: str | None) -> str:
