@@ -25,12 +25,25 @@ import time
 from pathlib import Path
 
 from sluice.config import parse_config
+from sluice.core.connection import Timeouts
 from sluice.core.principal import Principal
 from sluice.guardrails.selection import Guardrails
 from sluice.guardrails.stream import StreamGuard
+from sluice.providers.base import UpstreamRequest
 from sluice.server.lifecycle import start_gateway, stop_gateway
 from sluice.settings import build_settings
+from sluice.transport.http import UpstreamResponse
 from sluice.wire.chunks import Choice, Delta
+
+
+class _NoWebhooks:
+    """The benchmarked rules never call out."""
+
+    async def send(self, req: UpstreamRequest, timeouts: Timeouts) -> UpstreamResponse:
+        raise AssertionError(req.url)
+
+
+_NO_WEBHOOKS = _NoWebhooks()
 
 TOKEN = "tok "
 ROLE = (
@@ -137,7 +150,7 @@ def window(guardrail: str) -> int:
         return 0
     file = parse_config(config(1, guardrail))
     who = Principal("a", "a", "k", "k", metered=False, is_dev=True)
-    spans = Guardrails(file.guardrails).select(who, None).output.spans
+    spans = Guardrails(file.guardrails, _NO_WEBHOOKS).select(who, None).output.spans
     return max(r.hold_back for r in spans)
 
 
@@ -168,7 +181,7 @@ def filter_cost(guardrail: str, chunks: int = 20_000) -> float:
     """Microseconds of :meth:`StreamGuard.filter` per one-token chunk."""
     file = parse_config(config(1, guardrail))
     who = Principal("a", "a", "k", "k", metered=False, is_dev=True)
-    rules = Guardrails(file.guardrails).select(who, None).output
+    rules = Guardrails(file.guardrails, _NO_WEBHOOKS).select(who, None).output
     guard = StreamGuard(rules.spans, rules.wholes, [])
     batches = [[[Choice(0, Delta(content=TOKEN), None)]] for _ in range(chunks)]
     started = time.perf_counter()

@@ -13,7 +13,7 @@ from sluice.guardrails.keywords import keywords_rule
 from sluice.guardrails.pii import pii_rules
 from sluice.guardrails.regex import regex_rule
 from sluice.guardrails.rule import SpanRule, WholeRule
-from sluice.guardrails.webhook import WebhookClient, WebhookRule
+from sluice.guardrails.webhook import Sender, WebhookClient, WebhookRule
 
 
 class RuleSet(NamedTuple):
@@ -87,15 +87,16 @@ def _entry(conf: GuardrailConfig, client: WebhookClient) -> _Entry:
 class Guardrails:
     """Every ``[[guardrails]]`` table, compiled; bad ones fail at startup."""
 
-    __slots__ = ("_client", "_entries")
+    __slots__ = ("_entries",)
 
-    def __init__(self, configs: Sequence[GuardrailConfig]) -> None:
+    def __init__(self, configs: Sequence[GuardrailConfig], sender: Sender) -> None:
+        """``sender``: the gateway's HTTP client, which webhook guardrails call through."""
         names = [c.name for c in configs]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ConfigError(f"duplicate guardrail names: {', '.join(duplicates)}")
-        self._client = WebhookClient()
-        self._entries = tuple(_entry(c, self._client) for c in configs)
+        client = WebhookClient(sender)
+        self._entries = tuple(_entry(c, client) for c in configs)
 
     def __bool__(self) -> bool:
         return bool(self._entries)
@@ -109,6 +110,3 @@ class Guardrails:
             _merged([e.rules for e in chosen if e.stage == "input"]),
             _merged([e.rules for e in chosen if e.stage == "output"]),
         )
-
-    async def close(self) -> None:
-        await self._client.close()

@@ -5,21 +5,29 @@ The gateway POSTs JSON ``{"guardrail", "stage", "request_id", "texts": [...],
 timeout, a refused connection, another status, an unreadable answer) means the
 guardrail could not be evaluated: the request fails closed with
 ``guardrail_unavailable`` unless the guardrail is ``fail_open``; either way the request
-log says so. The URL comes from the operator's config file, so it is called directly,
-not through the guarded transport that accounts' own connections use.
+log says so. Calls go out through the gateway's one HTTP client (``transport/``), on the
+operator's pool: the URL comes from the operator's config file, so it is not checked
+like accounts' own connections. The answer is read up to ``MAX_ANSWER_BYTES``.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Protocol
 
-import aiohttp
 import msgspec
 
 from sluice.config import Action, GuardrailConfig, Stage
+from sluice.core.connection import Timeouts
 from sluice.errors import ApiError, ConfigError, GuardrailUnavailableError
 from sluice.guardrails.rule import Note, add_note, note_match
+from sluice.providers.base import UpstreamRequest
+from sluice.transport.http import UpstreamResponse
+
+MAX_ANSWER_BYTES = 64 * 1024
+"""A checker's answer is one small JSON object; a longer one is not read further."""
+_HEADERS = {"content-type": "application/json"}
 
 
 class _Ask(msgspec.Struct):
@@ -38,34 +46,45 @@ _ANSWER = msgspec.json.Decoder(_Answer)
 _ENCODER = msgspec.json.Encoder()
 
 
+class Sender(Protocol):
+    """The gateway's HTTP client (:class:`~sluice.transport.http.HttpTransport`)."""
+
+    async def send(self, req: UpstreamRequest, timeouts: Timeouts) -> UpstreamResponse: ...
+
+
 class WebhookClient:
-    """One HTTP session for every webhook guardrail, opened on first use."""
+    """Asks checkers over the gateway's HTTP client; the caller bounds the time."""
 
-    __slots__ = ("_session",)
+    __slots__ = ("_sender",)
 
-    def __init__(self) -> None:
-        self._session: aiohttp.ClientSession | None = None
+    def __init__(self, sender: Sender) -> None:
+        self._sender = sender
 
     async def ask(self, url: str, body: bytes) -> bool | str:
         """The checker's verdict (True: allowed), or why there is none."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession()
+        request = UpstreamRequest("POST", url, dict(_HEADERS), body, stream=False)
         try:
-            async with self._session.post(
-                url, data=body, headers={"content-type": "application/json"}, allow_redirects=False
-            ) as resp:
-                if resp.status != 200:
-                    return f"the checker answered HTTP {resp.status}"
-                return _ANSWER.decode(await resp.read()).allowed
-        except aiohttp.ClientError:
+            resp = await self._sender.send(request, Timeouts())
+        except ApiError:
+            return "the checker could not be reached"
+        whole = False  # read to its end: the connection may serve the next ask
+        try:
+            if resp.status != 200:
+                return f"the checker answered HTTP {resp.status}"
+            answer = await resp.read_body(MAX_ANSWER_BYTES + 1)
+            if len(answer) > MAX_ANSWER_BYTES:
+                return "the checker's answer was too large"
+            whole = True
+            return _ANSWER.decode(answer).allowed
+        except ApiError:
             return "the checker could not be reached"
         except (msgspec.DecodeError, RecursionError):
             return "the checker's answer was not understood"
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        finally:
+            if whole:
+                resp.release()
+            else:
+                resp.close()
 
 
 class WebhookRule:

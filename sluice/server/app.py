@@ -161,7 +161,6 @@ class Gateway:
         services = self.services
         await services.tasks.close()  # drains settle with what they read so far
         await self.transport.close()
-        await services.guardrails.close()
         await services.limiter.close()
         await services.log.close()
 

@@ -75,7 +75,7 @@ def create_app(
         log=log,
         limiter=_limiter(settings, clock),
         limits=settings.limits,
-        guardrails=Guardrails(settings.guardrails),
+        guardrails=Guardrails(settings.guardrails, transport),
         metrics=Metrics(router.breaker, clock, frozenset(c.id for c in settings.connections)),
         tasks=Tasks(clock, metering.hold_ttl),
         clock=clock,

@@ -14,6 +14,7 @@ from sluice.guardrails.selection import RuleSet
 from sluice.guardrails.webhook import WebhookClient, WebhookRule
 from sluice.wire.chat import ChatRequest, TextPart, UserMessage
 from tests.guardrails.oracle import Spec
+from tests.guardrails.senders import NO_WEBHOOKS
 from tests.guardrails.test_stream import ROLE, STOP, content, text_chunk
 
 
@@ -21,7 +22,7 @@ class ScriptedClient(WebhookClient):
     """Answers from a list; records the texts it was asked about."""
 
     def __init__(self, *answers: bool | str) -> None:
-        super().__init__()
+        super().__init__(NO_WEBHOOKS)
         self.answers = list(answers)
         self.asked: list[list[str]] = []
 

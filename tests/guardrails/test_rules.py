@@ -15,6 +15,7 @@ from sluice.guardrails.pii import luhn_valid, pii_rules
 from sluice.guardrails.regex import regex_rule
 from sluice.guardrails.rule import Rule, SpanRule
 from sluice.guardrails.window import Channel
+from tests.guardrails.senders import NO_WEBHOOKS
 
 
 def conf(**fields: Any) -> GuardrailConfig:
@@ -54,7 +55,7 @@ def test_bad_guardrails_fail_at_startup(fields: dict[str, Any], message: str) ->
     from sluice.guardrails.selection import Guardrails
 
     with pytest.raises(ConfigError, match=message):
-        Guardrails([conf(**fields)])
+        Guardrails([conf(**fields)], NO_WEBHOOKS)
 
 
 def test_regex_case_insensitive_and_replacement() -> None:

@@ -11,6 +11,7 @@ from sluice.config import GuardrailConfig
 from sluice.core.principal import Principal
 from sluice.errors import ConfigError
 from sluice.guardrails.selection import Guardrails
+from tests.guardrails.senders import NO_WEBHOOKS
 
 WHO = Principal("acct_1", "team-a", "key_1", "sk-sl-abc", metered=False, is_dev=False)
 
@@ -44,27 +45,27 @@ def rail(
     ],
 )
 def test_scope(scope: dict[str, list[str]], route: str | None, applies: bool) -> None:
-    selected = Guardrails([rail("x", scope=scope)]).select(WHO, route)
+    selected = Guardrails([rail("x", scope=scope)], NO_WEBHOOKS).select(WHO, route)
     assert bool(selected.output) is applies
     assert not selected.input
 
 
 def test_rules_are_split_by_stage_in_config_order() -> None:
-    rails = Guardrails([rail("a", "input"), rail("b"), rail("c", "input")])
+    rails = Guardrails([rail("a", "input"), rail("b"), rail("c", "input")], NO_WEBHOOKS)
     selected = rails.select(WHO, None)
     assert [r.name for r in selected.input.spans] == ["a", "c"]
     assert [r.name for r in selected.output.spans] == ["b"]
 
 
 def test_no_guardrails_selects_nothing() -> None:
-    rails = Guardrails([])
+    rails = Guardrails([], NO_WEBHOOKS)
     assert not rails
     assert not rails.select(WHO, None).input and not rails.select(WHO, None).output
 
 
 def test_names_are_unique() -> None:
     with pytest.raises(ConfigError, match="duplicate guardrail names: a"):
-        Guardrails([rail("a"), rail("a", "input")])
+        Guardrails([rail("a"), rail("a", "input")], NO_WEBHOOKS)
 
 
 def test_the_issue_example_parses() -> None:
@@ -81,6 +82,6 @@ action = "block"          # block | redact | log
 applies_to = { routes = ["support-bot"] }   # omitted: every request
 """
     )
-    rails = Guardrails(file.guardrails)
+    rails = Guardrails(file.guardrails, NO_WEBHOOKS)
     assert [r.name for r in rails.select(WHO, "support-bot").output.spans] == ["no-secrets"]
     assert not rails.select(WHO, None).output

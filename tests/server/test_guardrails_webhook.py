@@ -11,6 +11,8 @@ import pytest
 from aiohttp import web
 from openai import APIError, APIStatusError, BadRequestError
 
+from sluice import __version__
+from sluice.guardrails.webhook import MAX_ANSWER_BYTES
 from tests.server.test_guardrails import USER, rail, record, sdk, streamed
 from tests.support.fake_openai import text_stream
 from tests.support.fake_upstream import FakeUpstream, Pause, Reply, Step
@@ -19,10 +21,13 @@ from tests.support.gateway import openai_connection_toml, running_gateway
 
 class Checker:
     """Allows unless a text holds ``forbidden``; ``mode`` "slow" never answers in time,
-    "broken" answers HTTP 500."""
+    "broken" answers HTTP 500, "huge" pads its answer past the gateway's bound. Records
+    each call's User-Agent and client port."""
 
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
+        self.agents: list[str] = []
+        self.ports: list[int] = []
         self.mode = "normal"
         self.release = asyncio.Event()
         self.url = ""
@@ -30,10 +35,15 @@ class Checker:
     async def check(self, request: web.Request) -> web.Response:
         doc = await request.json()
         self.calls.append(doc)
+        self.agents.append(request.headers.get("user-agent", ""))
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        self.ports.append(peer[1] if peer else 0)
         if self.mode == "slow":
             await self.release.wait()
         if self.mode == "broken":
             return web.Response(status=500, text="boom")
+        if self.mode == "huge":
+            return web.json_response({"allowed": True, "pad": "x" * MAX_ANSWER_BYTES})
         return web.json_response({"allowed": not any("forbidden" in t for t in doc["texts"])})
 
 
@@ -187,3 +197,30 @@ async def test_a_broken_output_checker_ends_the_stream(
     body: Any = info.value.body
     assert body["code"] == "guardrail_unavailable"
     assert "HTTP 500" in body["message"]
+
+
+async def test_calls_go_through_the_gateways_http_client(
+    tmp_path: Path, fake: FakeUpstream, checker: Checker
+) -> None:
+    """The one transport: its User-Agent, and its pool (three asks, one connection)."""
+    config = openai_connection_toml(fake.base_url) + hook(checker, "input")
+    async with running_gateway(tmp_path, config) as gw, sdk(gw) as client:
+        for _ in range(3):
+            await streamed(client)
+    assert checker.agents == [f"sluice/{__version__}"] * 3
+    assert len(checker.ports) == 3 and len(set(checker.ports)) == 1
+
+
+async def test_an_oversized_answer_is_not_read(
+    tmp_path: Path, fake: FakeUpstream, checker: Checker
+) -> None:
+    checker.mode = "huge"
+    config = openai_connection_toml(fake.base_url) + hook(checker, "input")
+    async with running_gateway(tmp_path, config) as gw, sdk(gw) as client:
+        with pytest.raises(APIStatusError) as info:
+            await client.chat.completions.create(model="test/gpt-fake", messages=USER)
+    body: Any = info.value.body
+    assert info.value.status_code == 503
+    assert body["code"] == "guardrail_unavailable"
+    assert "answer was too large" in body["message"]
+    assert fake.requests == []
