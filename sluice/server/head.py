@@ -5,9 +5,10 @@ checks itself: pure, so each rule is a row of a table test.
   and ``HTTP/2.0``): else 505;
 * exactly one ``Host`` in HTTP/1.1 (at most one in 1.0), and a valid one (a host name,
   an IPv4 address or a bracketed IPv6 address, and an optional port): else 400 (§3.2);
-* ``Transfer-Encoding``, when sent, is ``chunked`` alone: the gateway decodes no other
-  coding, and ``gzip, chunked`` read as plain chunks would be a different body than the
-  one sent: else 501 (§6.1).
+* ``Transfer-Encoding``, when sent, ends with ``chunked``: else the body's length cannot
+  be known, 400 (§6.3);
+* and is ``chunked`` alone: the gateway decodes no other coding, and ``gzip, chunked``
+  read as plain chunks would be a different body than the one sent: else 501 (§6.1).
 """
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ def head_problem(version: str, headers: Sequence[tuple[bytes, bytes]]) -> tuple[
         return 400, "A request needs exactly one Host header."
     if hosts and not _valid_host(hosts[0]):
         return 400, "The Host header is not a valid host."
-    codings = [value for name, value in headers if name.lower() == b"transfer-encoding"]
-    if codings and b",".join(codings).strip().lower() != b"chunked":
+    fields = [value for name, value in headers if name.lower() == b"transfer-encoding"]
+    codings = [c.strip(b" \t").lower() for c in b",".join(fields).split(b",") if c.strip(b" \t")]
+    if fields and codings[-1:] != [b"chunked"]:
+        return 400, "The body's length is unknown: chunked must be the last transfer coding."
+    if len(codings) > 1:
         return 501, "Only the chunked transfer coding is supported."
     return None
 
@@ -53,6 +57,12 @@ def content_length(headers: Sequence[tuple[bytes, bytes]]) -> int | None:
             except ValueError:
                 return None
     return None
+
+
+def expects_continue(version: str, headers: Sequence[tuple[bytes, bytes]]) -> bool:
+    """The client waits for ``100 Continue`` (one on HTTP/1.0 is ignored: RFC 9110 §10.1.1)."""
+    expect = any(n.lower() == b"expect" and v.lower() == b"100-continue" for n, v in headers)
+    return expect and version != "1.0"
 
 
 def is_chunked(headers: Sequence[tuple[bytes, bytes]]) -> bool:

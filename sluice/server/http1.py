@@ -5,6 +5,7 @@ Why not a framework: a gateway's hard parts live exactly here, and we measured
 
 * decides routes on the raw request target, never on ``Host``, and refuses heads RFC
   9112 forbids (:mod:`.head`: the version, ``Host``, transfer codings);
+* answers pipelined requests in order, and a refused one after those before it;
 * cuts off clients that trickle headers (``header_timeout``) or the body
   (``body_timeout``), and idle keep-alive connections;
 * refuses bodies over ``max_body_bytes`` with 413 before reading them, and any past the
@@ -20,22 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
 from collections.abc import Callable
 from typing import cast
 
 import httptools
 
-from sluice.server.exchange import (
-    ClientGoneError,
-    Handler,
-    Headers,
-    Request,
-    ResponseWriter,
-    response_head,
-)
-from sluice.server.head import content_length, head_problem, header_fields, is_chunked
+from sluice.exchange.ports import ClientGoneError, Headers
+from sluice.server.head import content_length, expects_continue, head_problem, is_chunked
 from sluice.server.intake import Intake, Limits
+from sluice.server.message import Handler, Request, ResponseWriter, response_head
+from sluice.server.parsed import parsed_request
+from sluice.server.pipeline import Pipeline
 
 _log = logging.getLogger("sluice.server")
 
@@ -46,11 +42,11 @@ _CHUNK_FRAMING = 32
 """Bytes a chunk's size line and CRLFs may take, extensions included."""
 _READ_SLACK = 256 * 1024
 """What one read may carry besides the body (the next pipelined request's head)."""
-_MAX_PIPELINED = 8
 _LINGER_SECONDS = 2.0
 """A refused client may send on that long (and at most ``max_body_bytes``, the rest of
 a body it was sending) while its answer lingers; then it is cut."""
 _BUSY = "The gateway is receiving too many request bodies; retry shortly."
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
 ErrorResponse = Callable[[int, str], tuple[Headers, bytes]]
@@ -74,10 +70,10 @@ class HttpConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
-        self._queue: deque[Request] = deque()
+        self._pipeline = Pipeline(intake)
         self._drain: asyncio.Future[None] | None = None
-        self._reading_paused = False
         self._closing = False
+        self._refusal: tuple[int, str] | None = None  # answered after the requests before it
         self._lingering: asyncio.Transport | None = None
         self._lingered = 0
         self.paused = False
@@ -94,6 +90,7 @@ class HttpConnection(asyncio.Protocol):
         self._head_too_large = False
         self._in_head = False
         self._expect_body = False
+        self._continue = False  # the client asked for 100 Continue
         self._receiving = False  # this body counts among the intake's bodies
         self._body_raw = 0
         self._chunks = 0
@@ -108,7 +105,7 @@ class HttpConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._intake.closed(self)
         self._drop_body()
-        self._drop_queue()
+        self._pipeline.drop()
         self._lingering = None
         self._transport = None
         self._disarm()
@@ -127,9 +124,9 @@ class HttpConnection(asyncio.Protocol):
             self._drain.set_result(None)
 
     def data_received(self, data: bytes) -> None:
-        if self._lingering is not None:  # read and dropped, up to a point
+        if self._refusal is not None:  # read and dropped, up to a point
             self._lingered += len(data)
-            if self._lingered > self._limits.max_body_bytes:
+            if self._lingering is not None and self._lingered > self._limits.max_body_bytes:
                 self._lingering.close()
             return
         if self._in_head:  # the parser buffers a header until its line ends: count raw bytes
@@ -149,12 +146,15 @@ class HttpConnection(asyncio.Protocol):
                 self._reject(431, "The request headers are too large.")
             else:
                 self._reject(400, "Malformed HTTP request.")
+        else:
+            self._send_continue()
 
     def on_message_begin(self) -> None:
+        if self._refusal is not None:  # nothing after a refused request is read
+            raise httptools.HttpParserError("request after a refused one")
         self._reset()
         self._in_head = True
-        if self._task is None:
-            self._arm(self._limits.header_timeout)
+        self._rearm()
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -193,68 +193,52 @@ class HttpConnection(asyncio.Protocol):
             return
         if self._expect_body:
             self._receiving = True
-            if self._task is None:
-                self._arm(self._limits.body_timeout)
-                # never in the middle of another response (a pipelining client)
-                if any(
-                    n.lower() == b"expect" and v.lower() == b"100-continue"
-                    for n, v in self._headers
-                ):
-                    self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        elif self._task is None:
-            self._disarm()
+            self._continue = expects_continue(self._parser.get_http_version(), self._headers)
+        self._rearm()
+
+    def _send_continue(self) -> None:
+        """``100 Continue`` once it is this request's turn, unless its body has begun."""
+        begun = self._chunks or self._body_size
+        if self._continue and not begun and self._task is None and self._refusal is None:
+            self._continue = False
+            self.write(_CONTINUE)
 
     def on_chunk_header(self) -> None:
         self._chunks += 1
 
     def on_body(self, body: bytes) -> None:
-        if self._transport is None:  # refused: the rest of this body is dropped
+        if self._refusal is not None:  # refused: the rest of this body is dropped
             return
-        self._body_size += len(body)
-        if self._body_size > self._limits.max_body_bytes:
+        size = self._body_size + len(body)  # counted once the intake has taken it
+        if size > self._limits.max_body_bytes:
             self._reject(413, "The request body is larger than the limit.")
-            return
-        if not self._intake.received(len(body), self._body_size):
+        elif not self._intake.received(len(body), size):
             self._reject(503, _BUSY)
-            return
-        self._body += body
+        else:
+            self._body_size = size
+            self._body += body
 
     def on_message_complete(self) -> None:
         if self._receiving:
             self._receiving = False
             self._intake.ended()
-        if self._transport is None or self._parser.should_upgrade():
+        if self._refusal is not None or self._parser.should_upgrade():
             self._drop_body()
             return  # an upgrade request is refused when the parser reports it
-        parser = self._parser
-        parsed = httptools.parse_url(self._url)
-        headers = header_fields(self._headers)
-        version = parser.get_http_version()
-        request = Request(
-            method=parser.get_method().decode("ascii", "replace"),
-            path=(parsed.path or b"").decode("latin-1"),
-            headers=headers,
-            body=self._body,
-            received=self._body_size,
-            version=version,
-            # HTTP/1.0 with Transfer-Encoding is unreliable framing: answer, then close
-            keep_alive=parser.should_keep_alive()
-            and not (version == "1.0" and "transfer-encoding" in headers),
+        if self._pipeline.full:  # a client retries what a closed connection left unanswered
+            self._reject(503, "The connection holds too many pipelined requests.")
+            return
+        request = parsed_request(
+            self._parser, self._url, self._headers, self._body, self._body_size
         )
         self._reset()
-        self._queue.append(request)
+        self._pipeline.hold(request, self._transport)
         if self._task is None:
             self._disarm()
             self._next()
-        elif len(self._queue) >= _MAX_PIPELINED and not self._reading_paused:
-            self._reading_paused = True
-            self._transport.pause_reading()
 
     def _next(self) -> None:
-        request = self._queue.popleft()
-        if self._reading_paused and self._transport is not None:
-            self._reading_paused = False
-            self._transport.resume_reading()
+        request = self._pipeline.next(self._transport, resume=self._refusal is None)
         self._task = self._loop.create_task(self._run(request))
         if request.received:  # its bytes stay counted until it ends, however it ends
             size, intake = request.received, self._intake
@@ -278,10 +262,13 @@ class HttpConnection(asyncio.Protocol):
             self._task = None
         if not writer.finished or not writer.keep_alive or self._closing:
             self._close()
-        elif self._queue:
+        elif self._pipeline:
             self._next()
-        else:
-            self._arm(self._limits.keepalive_timeout)
+        elif self._refusal is not None:
+            self._answer_refusal()
+        else:  # the next request may be on its way already
+            self._send_continue()
+            self._rearm()
 
     @property
     def task(self) -> asyncio.Task[None] | None:
@@ -290,7 +277,7 @@ class HttpConnection(asyncio.Protocol):
 
     def close_when_idle(self) -> None:
         """Close now if idle; otherwise after the response in flight (no keep-alive)."""
-        self._drop_queue()
+        self._pipeline.drop()
         if self._task is None:
             self._close()
         else:
@@ -299,7 +286,7 @@ class HttpConnection(asyncio.Protocol):
     def interrupt(self) -> None:
         """The gateway is stopping: cut the request in flight; its handler sees
         :attr:`interrupted` and ends the response with ``server_shutting_down``."""
-        self._drop_queue()
+        self._pipeline.drop()
         self._closing = True
         if self._task is not None and not self._task.done():
             self.interrupted = True
@@ -331,6 +318,15 @@ class HttpConnection(asyncio.Protocol):
         self._disarm()
         self._timer = self._loop.call_later(seconds, self._timed_out)
 
+    def _rearm(self) -> None:
+        """The timer for what the connection awaits, unless a response is in flight."""
+        if self._task is None:
+            limits = self._limits
+            if self._in_head:
+                self._arm(limits.header_timeout)
+            else:
+                self._arm(limits.body_timeout if self._expect_body else limits.keepalive_timeout)
+
     def _disarm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -345,12 +341,6 @@ class HttpConnection(asyncio.Protocol):
         else:
             self._close()
 
-    def _drop_queue(self) -> None:
-        """Pipelined requests that will not be served: their bytes are given back."""
-        for queued in self._queue:
-            self._intake.release(queued.received)
-        self._queue.clear()
-
     def _drop_body(self) -> None:
         """The body being received will not be served: give its slot and bytes back."""
         if self._receiving:
@@ -361,21 +351,26 @@ class HttpConnection(asyncio.Protocol):
         self._body = bytearray()
 
     def _reject(self, status: int, message: str) -> None:
-        """Answer a request that never reached a handler, then close.
-
-        A lingering close: send the answer and our FIN, then read and drop whatever
-        the client still sends for a moment, so its kernel does not turn our close
-        into a reset that destroys the answer before the client reads it.
-        """
+        """Refuse a request that never reached a handler: nothing after it is read. It is
+        answered (then the connection closes) after the requests before it, if any."""
         self._drop_body()
-        transport = self._transport
-        if transport is None:
+        if self._transport is None or self._refusal is not None:
+            return
+        self._refusal = (status, message)
+        if self._task is None:
+            self._answer_refusal()
+        else:
+            self._pipeline.pause(self._transport)
+
+    def _answer_refusal(self) -> None:
+        """A lingering close: send the answer and our FIN, then read and drop whatever
+        the client still sends for a moment, so its kernel does not turn our close
+        into a reset that destroys the answer before the client reads it."""
+        transport, refusal = self._transport, self._refusal
+        if transport is None or refusal is None:
             return
         self._transport = None
-        self._drop_queue()
-        if self._task is not None:
-            transport.close()
-            return
+        status, message = refusal
         headers, body = self._error_response(status, message)
         headers = [*headers, ("content-length", str(len(body))), ("connection", "close")]
         transport.write(response_head(status, headers) + body)
@@ -384,6 +379,8 @@ class HttpConnection(asyncio.Protocol):
             return
         transport.write_eof()
         self._lingering = transport
+        if self._pipeline.paused:
+            transport.resume_reading()
         self._disarm()
         self._timer = self._loop.call_later(_LINGER_SECONDS, transport.close)
 
