@@ -27,7 +27,6 @@ from sluice.transport.http import UpstreamResponse
 
 MAX_ANSWER_BYTES = 64 * 1024
 """A checker's answer is one small JSON object; a longer one is not read further."""
-_HEADERS = {"content-type": "application/json"}
 
 
 class _Ask(msgspec.Struct):
@@ -62,7 +61,8 @@ class WebhookClient:
 
     async def ask(self, url: str, body: bytes) -> bool | str:
         """The checker's verdict (True: allowed), or why there is none."""
-        request = UpstreamRequest("POST", url, dict(_HEADERS), body, stream=False)
+        headers = {"content-type": "application/json"}
+        request = UpstreamRequest("POST", url, headers, body, stream=False)
         try:
             resp = await self._sender.send(request, Timeouts())
         except ApiError:

@@ -12,6 +12,7 @@ written by the gateway before the request-core reshaping (issue 11);
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -43,7 +44,7 @@ price = {{ input = 3.0, output = 15.0, cache_read = 0.3, cache_write = 3.75 }}
 
 
 # provider -> (config for the fake, model to ask for)
-PROVIDERS = {
+PROVIDERS: dict[str, tuple[Callable[[FakeUpstream], str], str]] = {
     "openai": (lambda fake: openai_connection_toml(fake.base_url), "test/gpt-fake"),
     "anthropic": (_anthropic_toml, "test/claude"),
     "gemini": (gemini_toml, "google/gemini-test"),
