@@ -23,6 +23,7 @@ run_case() {  # label storage-url
   local label="$1" url="$2" home="$WORK/$1"
   mkdir -p "$home"
   { echo "[storage]"; echo "url = \"$url\""; cat bench/sluice-bench.toml; } > "$home/sluice.toml"
+  SLUICE_HOME="$home" .venv/bin/sluice init --config "$home/sluice.toml" >/dev/null
   SLUICE_HOME="$home" .venv/bin/sluice accounts create bench --credits 1000000 \
     --config "$home/sluice.toml" >/dev/null
   local key; key="$(SLUICE_HOME="$home" .venv/bin/sluice keys create --account bench \

@@ -17,7 +17,13 @@ class SluiceError(Exception):
 
 
 class ConfigError(SluiceError):
-    """The configuration cannot be used; raised at startup, never on a request."""
+    """The configuration cannot be used; raised at startup or by a reload (which then
+    keeps the running one), never by a client's request."""
+
+
+class NoDatabaseError(ConfigError):
+    """The configured database does not exist (or holds no Sluice schema, or cannot be
+    reached) and the caller asked not to create one; the message says where it looked."""
 
 
 class ApiError(SluiceError):

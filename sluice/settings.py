@@ -1,4 +1,5 @@
-"""Runtime settings: the config file resolved against the environment, once, at startup.
+"""Runtime settings: the config file resolved against the environment, at startup and
+again on each reload (``server/reload.py``).
 
 Connections get their credentials here (read from the variable each names) and their
 default base URLs; a region a connection does not name comes from the provider's
@@ -59,6 +60,11 @@ class Settings(msgspec.Struct, frozen=True):
 
 def resolve_home(explicit: str | None, env: Mapping[str, str]) -> Path:
     return Path(explicit or env.get(HOME_ENV) or DEFAULT_HOME)
+
+
+def home_storage_url(home: Path) -> str:
+    """The SQLite file in ``home``: the storage when the config names none."""
+    return f"sqlite:///{(home / DB_FILE).as_posix()}"
 
 
 def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSettings:
@@ -151,7 +157,7 @@ def build_settings(
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise ConfigError(f"duplicate connection ids: {', '.join(duplicates)}")
-    storage_url = file.storage.url or f"sqlite:///{(home / DB_FILE).as_posix()}"
+    storage_url = file.storage.url or home_storage_url(home)
     admin = env.get(server.admin_key_env)
     secret = env.get(server.secret_key_env)
     if admin is not None and len(admin) < 32:

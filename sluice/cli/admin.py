@@ -1,9 +1,7 @@
-"""``sluice accounts|keys|ledger``: operate on the storage of ``--config`` / ``SLUICE_HOME``."""
+"""``sluice accounts|ledger``: operate on the storage of ``--config`` / ``SLUICE_HOME``."""
 
 from __future__ import annotations
 
-import asyncio
-import os
 import time
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
@@ -12,14 +10,10 @@ from typing import TypeVar
 
 import click
 
-from sluice.accounts.keys import key_digest, key_prefix, new_key
-from sluice.config import FileConfig, read_config_file
-from sluice.errors import ApiError, ConfigError
+from sluice.cli.state import run_on_store
+from sluice.core.money import NANO_PER_USD, nano_from_usd_text
 from sluice.ids import random_id
-from sluice.metering.charges import NANO_PER_USD, nano_from_usd_text
-from sluice.settings import build_settings, resolve_home
 from sluice.storage.base import Account, Mismatch, Store
-from sluice.storage.factory import open_store
 
 _T = TypeVar("_T")
 
@@ -46,24 +40,8 @@ def nano_to_usd(nano: int) -> str:
 
 
 def _run(config_path: Path | None, home: str | None, work: Callable[[Store], Awaitable[_T]]) -> _T:
-    env = dict(os.environ)
-    try:
-        file = read_config_file(config_path) if config_path else FileConfig()
-        settings = build_settings(file, env, resolve_home(home, env))
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-
-    async def main() -> _T:
-        store = await open_store(settings.storage_url)
-        try:
-            return await work(store)
-        finally:
-            await store.close()
-
-    try:
-        return asyncio.run(main())
-    except (ApiError, ConfigError) as exc:
-        raise click.ClickException(str(exc)) from None
+    """``work`` on the gateway's existing database (exit 2 when there is none)."""
+    return run_on_store(config_path, home, work)
 
 
 def _show(account: Account) -> str:
@@ -137,77 +115,6 @@ def accounts_show(name: str, config_path: Path | None, home: str | None) -> None
     if account is None:
         raise click.ClickException(f"no account named {name!r}")
     click.echo(_show(account))
-
-
-@click.group()
-def keys() -> None:
-    """API keys (stored hashed; only a short prefix stays readable)."""
-
-
-@keys.command("create")
-@click.option("--account", "account_name", required=True, help="The account the key uses.")
-@click.option("--name", "label", default=None, help="A label for listings.")
-@config_option
-@home_option
-def keys_create(
-    account_name: str, label: str | None, config_path: Path | None, home: str | None
-) -> None:
-    """Create a key and print it (the only time it is shown)."""
-    key = new_key(os.urandom(32))
-
-    async def work(store: Store) -> None:
-        account = await store.get_account(account_name)
-        if account is None:
-            raise click.ClickException(f"no account named {account_name!r}")
-        await store.add_key(
-            random_id("key"),
-            account_id=account.id,
-            key_digest=key_digest(key),
-            prefix=key_prefix(key),
-            name=label,
-            now=int(time.time()),
-        )
-
-    _run(config_path, home, work)
-    click.echo(key)
-
-
-@keys.command("list")
-@click.option("--account", "account_name", required=True)
-@config_option
-@home_option
-def keys_list(account_name: str, config_path: Path | None, home: str | None) -> None:
-    """The account's keys by prefix (never the keys themselves)."""
-
-    async def work(store: Store) -> list[str]:
-        account = await store.get_account(account_name)
-        if account is None:
-            raise click.ClickException(f"no account named {account_name!r}")
-        return [
-            f"{k.prefix}…  {k.name or '-'}  {'revoked' if k.revoked_at else 'live'}"
-            for k in await store.list_keys(account.id)
-        ]
-
-    for line in _run(config_path, home, work):
-        click.echo(line)
-
-
-@keys.command("revoke")
-@click.argument("prefix")
-@config_option
-@home_option
-def keys_revoke(prefix: str, config_path: Path | None, home: str | None) -> None:
-    """Revoke every live key starting with PREFIX (at least `sk-sluice-` + 4 characters)."""
-    if len(prefix) < len("sk-sluice-") + 4:
-        raise click.BadParameter("give at least `sk-sluice-` and 4 more characters")
-
-    async def work(store: Store) -> int:
-        return await store.revoke_keys(prefix, int(time.time()))
-
-    count = _run(config_path, home, work)
-    if count == 0:
-        raise click.ClickException(f"no live key starts with {prefix!r}")
-    click.echo(f"revoked {count} key{'s' if count > 1 else ''}")
 
 
 @click.group()

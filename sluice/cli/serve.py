@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -11,10 +12,12 @@ from pathlib import Path
 
 import click
 
-from sluice.config import FileConfig, read_config_file
+from sluice.cli.state import load_settings
 from sluice.errors import ConfigError
+from sluice.server.app import Gateway
 from sluice.server.lifecycle import RunningGateway, start_gateway, stop_gateway
-from sluice.settings import Settings, build_settings, resolve_home
+from sluice.server.reload import SettingsSource
+from sluice.settings import Settings
 
 
 def _banner(running: RunningGateway, settings: Settings) -> str:
@@ -41,19 +44,26 @@ def _banner(running: RunningGateway, settings: Settings) -> str:
     return "\n".join(lines)
 
 
-async def _run(settings: Settings) -> None:
-    running = await start_gateway(settings)
+async def _run(settings: Settings, source: SettingsSource) -> None:
+    running = await start_gateway(settings, source=source)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, _reload, running.gateway)
     # the banner last: whoever waits for it may signal at once
     click.echo(_banner(running, settings), err=True)
     try:
         await stop.wait()
     finally:
         click.echo("Sluice: shutting down", err=True)
-        await stop_gateway(running, settings.server.shutdown_grace)
+        await stop_gateway(running, running.gateway.settings.server.shutdown_grace)
+
+
+def _reload(gateway: Gateway) -> None:
+    """``SIGHUP``: a refused file is logged by the reload and the running config stays."""
+    with contextlib.suppress(ConfigError):
+        gateway.reload()
 
 
 @click.command()
@@ -87,11 +97,11 @@ def serve(
 ) -> None:
     """Run the gateway (SQLite and the demo provider unless a config says otherwise)."""
     configure_logging(log_level)
-    env = dict(os.environ)
     try:
-        file = read_config_file(config_path) if config_path else FileConfig()
-        settings = build_settings(file, env, resolve_home(home, env), host=host, port=port)
-        _start(settings)
+        settings = load_settings(config_path, home, host=host, port=port)
+        # a reload reads the same file against this environment and home again
+        source = SettingsSource(config_path, os.environ, settings.home, host=host, port=port)
+        _start(settings, source)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
@@ -110,10 +120,10 @@ def configure_logging(level: str) -> None:
     logging.getLogger("sluice").setLevel(level.upper())
 
 
-def _start(settings: Settings) -> None:
+def _start(settings: Settings, source: SettingsSource) -> None:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
-        asyncio.run(_run(settings))
+        asyncio.run(_run(settings, source))
     else:
-        uvloop.run(_run(settings))
+        uvloop.run(_run(settings, source))

@@ -16,12 +16,21 @@ _REASONS: Mapping[int, bytes] = MappingProxyType(
 
 
 class Request:
-    """A parsed request. ``path`` is the raw target's path, exactly as sent (no endpoint
-    reads a query string, so none is kept). ``received``: the body's size as received,
-    counted by the server's intake until the request ends (a handler may drop ``body``
-    once it has decoded it)."""
+    """A parsed request. ``path`` is the raw target's path, exactly as sent; ``query``
+    the raw query string after ``?`` (only listings read it). ``received``: the body's
+    size as received, counted by the server's intake until the request ends (a handler
+    may drop ``body`` once it has decoded it)."""
 
-    __slots__ = ("body", "headers", "keep_alive", "method", "path", "received", "version")
+    __slots__ = (
+        "body",
+        "headers",
+        "keep_alive",
+        "method",
+        "path",
+        "query",
+        "received",
+        "version",
+    )
 
     def __init__(
         self,
@@ -33,6 +42,7 @@ class Request:
         version: str,
         keep_alive: bool,
         received: int = 0,
+        query: str = "",
     ) -> None:
         self.method = method
         self.path = path
@@ -41,6 +51,7 @@ class Request:
         self.version = version
         self.keep_alive = keep_alive
         self.received = received
+        self.query = query
 
 
 class Sink(Protocol):

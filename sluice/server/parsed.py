@@ -20,9 +20,11 @@ def parsed_request(
 ) -> Request:
     headers = header_fields(raw_headers)
     version: str = parser.get_http_version()
+    target = httptools.parse_url(url)
     return Request(
         method=parser.get_method().decode("ascii", "replace"),
-        path=(httptools.parse_url(url).path or b"").decode("latin-1"),
+        path=(target.path or b"").decode("latin-1"),
+        query=(target.query or b"").decode("latin-1"),
         headers=headers,
         body=body,
         received=received,

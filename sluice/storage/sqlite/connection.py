@@ -142,6 +142,17 @@ class SqliteBase:
         for version, script in migration_scripts("sqlite"):
             await self.write(functools.partial(_apply, version=version, script=script))
 
+    async def schema_version(self) -> int:
+        return await self.read(_schema_version)
+
+
+def _schema_version(tx: Tx) -> int:
+    table = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    if tx.one(table) is None:
+        return 0
+    row = tx.one("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
+    return 0 if row is None else int(row[0])
+
 
 def _apply(tx: Tx, version: int, script: str) -> None:
     if tx.one("SELECT 1 FROM schema_migrations WHERE version = ?", (version,)) is not None:

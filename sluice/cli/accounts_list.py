@@ -1,0 +1,93 @@
+"""``sluice accounts list``: every account, a table for people or JSON for scripts."""
+
+from __future__ import annotations
+
+import json
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sluice.cli.admin import config_option, home_option
+from sluice.cli.state import run_on_store
+from sluice.core.money import NANO_PER_USD, usd_from_nano
+from sluice.storage.base import Account, Store
+
+PAGE = 500
+"""Accounts read per query while listing them all."""
+WIDE = 1000
+"""Columns a table may take when it goes to a pipe or a file."""
+
+
+async def all_accounts(store: Store, page: int = PAGE) -> list[Account]:
+    """Every account in account-id order, read ``page`` at a time."""
+    found: list[Account] = []
+    while True:
+        batch = await store.list_accounts(page, found[-1].id if found else None)
+        found.extend(batch)
+        if len(batch) < page:
+            return found
+
+
+def account_doc(account: Account) -> dict[str, object]:
+    """One account for scripts: the fields of the admin API's account, and when it was
+    created (Unix seconds)."""
+    return {
+        "id": account.id,
+        "name": account.name,
+        "metered": account.metered,
+        "is_dev": account.is_dev,
+        "balance": usd_from_nano(account.balance),
+        "held": usd_from_nano(account.held),
+        "available": usd_from_nano(account.available),
+        "open_holds": account.open_holds,
+        "created_at": account.created_at,
+    }
+
+
+def usd_text(nano: int) -> str:
+    """Dollars with at least 2 decimals and as many more (up to 9) as the amount has."""
+    whole, _, cents = f"{Decimal(abs(nano)) / NANO_PER_USD:.9f}".partition(".")
+    return f"{'-' if nano < 0 else ''}${whole}.{cents.rstrip('0').ljust(2, '0')}"
+
+
+def _table(accounts: list[Account]) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD)
+    for name in ("name", "metered", "balance", "held", "available", "holds", "created (UTC)"):
+        table.add_column(name, justify="left" if name == "name" else "right", no_wrap=True)
+    for a in accounts:
+        table.add_row(
+            a.name,
+            "yes" if a.metered else "no",
+            usd_text(a.balance),
+            usd_text(a.held),
+            usd_text(a.available),
+            str(a.open_holds),
+            time.strftime("%Y-%m-%d %H:%M", time.gmtime(a.created_at)),
+        )
+    return table
+
+
+@click.command("list")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array for scripts.")
+@config_option
+@home_option
+def accounts_list(as_json: bool, config_path: Path | None, home: str | None) -> None:
+    """Every account with its balance, holds and what is available."""
+    accounts = run_on_store(config_path, home, all_accounts)
+    if as_json:
+        click.echo(json.dumps([account_doc(a) for a in accounts], indent=2))
+    elif not accounts:
+        click.echo("no accounts yet: `sluice accounts create NAME --credits USD`")
+    else:
+        from rich.console import Console
+
+        console = Console(highlight=False)
+        if not console.is_terminal:  # piped: the whole table, never cut to 80 columns
+            console.width = WIDE
+        console.print(_table(accounts))
