@@ -1,9 +1,9 @@
 """Configuration: the TOML file's shape (SPEC §10) and the frozen settings built from it.
 
-Settings are built once at startup from the file, the environment mapping handed in
-by the CLI and the built-in catalog, then passed down; nothing reads the environment
-later. Unknown keys in the file are errors, so a typo never silently falls back to a
-default.
+Settings are built at startup from the file, the environment mapping handed in by
+the CLI and the built-in catalog, then passed down; a reload builds them again from
+the same file path and the same mapping, and nothing reads the environment later.
+Unknown keys in the file are errors, so a typo never silently falls back to a default.
 """
 
 from __future__ import annotations

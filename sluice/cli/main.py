@@ -5,9 +5,13 @@ from __future__ import annotations
 import click
 
 from sluice import __version__
-from sluice.cli.admin import accounts, keys, ledger
+from sluice.cli.accounts_list import accounts_list
+from sluice.cli.admin import accounts, ledger
 from sluice.cli.bench import bench_command
 from sluice.cli.chat import chat_command
+from sluice.cli.init import init_command
+from sluice.cli.keys import keys
+from sluice.cli.reload import reload_command
 from sluice.cli.replay import replay_command
 from sluice.cli.serve import serve
 
@@ -25,9 +29,12 @@ def main() -> None:
 
 
 main.add_command(serve)
+main.add_command(reload_command)
+main.add_command(init_command)
 main.add_command(chat_command)
 main.add_command(bench_command)
 main.add_command(replay_command)
 main.add_command(accounts)
+accounts.add_command(accounts_list)
 main.add_command(keys)
 main.add_command(ledger)

@@ -7,6 +7,7 @@ their ids are theirs (and unbounded in number).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Collection, Iterator
 from types import MappingProxyType
 
@@ -42,21 +43,20 @@ class _BreakerCollector(Collector):
         yield family
 
 
-class Metrics:
-    """``operators``: the ids of the operator's connections, the ones labelled by id."""
+class _Families:
+    """The registry and its series: one per process, whatever the config."""
 
-    def __init__(
-        self, breaker: Breaker, clock: Callable[[], float], operators: Collection[str]
-    ) -> None:
-        self._operators = operators
+    def __init__(self, breaker: Breaker, clock: Callable[[], float]) -> None:
+        self.breaker = breaker
+        self.clock = clock
         self.registry = CollectorRegistry()
-        self._requests = Counter(
+        self.requests = Counter(
             "sluice_requests",
             "Requests answered, by path and HTTP status (499: client gone).",
             ["path", "status"],
             registry=self.registry,
         )
-        self._attempts = Counter(
+        self.attempts = Counter(
             "sluice_upstream_attempts",
             "Upstream attempts by connection and outcome.",
             ["connection", "outcome"],
@@ -65,23 +65,48 @@ class Metrics:
         self.streams = Gauge(
             "sluice_streams_in_flight", "Streams being relayed now.", registry=self.registry
         )
-        self._ttft = Histogram(
+        self.ttft = Histogram(
             "sluice_time_to_first_token_seconds",
             "From the request's arrival to its first content event.",
             buckets=_TTFT_BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(_BreakerCollector(breaker, clock, operators))
+
+
+class Metrics:
+    """The process's metrics as one config labels them: ``operators`` are the ids of
+    the operator's connections, the ones labelled by id. A reload relabels
+    (:meth:`relabelled`); the series carry on."""
+
+    __slots__ = ("_families", "_operators", "streams")
+
+    def __init__(
+        self, breaker: Breaker, clock: Callable[[], float], operators: Collection[str]
+    ) -> None:
+        self._families = _Families(breaker, clock)
+        self._operators = operators
+        self.streams = self._families.streams
+
+    def relabelled(self, operators: Collection[str]) -> Metrics:
+        """The same series, labelled for another config's connections."""
+        other = copy.copy(self)
+        other._operators = operators
+        return other
 
     def request(self, path: str, status: int, attempts: list[AttemptRecord]) -> None:
-        self._requests.labels(path, str(status)).inc()
+        families = self._families
+        families.requests.labels(path, str(status)).inc()
         for attempt in attempts:
             conn = attempt.connection
             label = conn if conn in self._operators else ACCOUNT_OWNED
-            self._attempts.labels(label, attempt.outcome).inc()
+            families.attempts.labels(label, attempt.outcome).inc()
 
     def first_token(self, seconds: float) -> None:
-        self._ttft.observe(seconds)
+        self._families.ttft.observe(seconds)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        """Every series, then the breaker states as this config labels them."""
+        families = self._families
+        breakers = CollectorRegistry(auto_describe=False)
+        breakers.register(_BreakerCollector(families.breaker, families.clock, self._operators))
+        return generate_latest(families.registry) + generate_latest(breakers)

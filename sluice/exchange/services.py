@@ -1,11 +1,12 @@
-"""What every exchange uses, built once by the gateway (the composition root) and
-passed down; an exchange holds no other reference to the gateway."""
+"""What every exchange uses, built by the composition root for each config (a reload
+builds another) and passed down; an exchange keeps the one it started with and holds
+no other reference to the gateway."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from sluice.config import LimitsConfig
+from sluice.config import LimitsConfig, LimitSpec
 from sluice.core.principal import Principal
 from sluice.exchange.metrics import Metrics
 from sluice.exchange.tasks import Tasks
@@ -65,8 +66,10 @@ class Services:
 
     def limit_subject(self, principal: Principal) -> Subject | None:
         """The limits that apply to a caller; None when none do (no limiter call)."""
-        limits = self.limits
+        limits, policy = self.limits, principal.policy
         key = limits.keys.get(principal.key_prefix, limits.key)
+        if policy.rpm is not None or policy.tpm is not None:  # the key's own, over the file's
+            key = LimitSpec(requests=policy.rpm, tokens=policy.tpm, window=60.0)
         account = limits.accounts.get(principal.account_name, limits.account)
         if key is None and account is None:
             return None

@@ -1,4 +1,5 @@
-"""The configured guardrails, built once at startup, and the rules for one request."""
+"""The configured guardrails, built at startup and on each reload, and the rules for
+one request."""
 
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def _entry(conf: GuardrailConfig, client: WebhookClient) -> _Entry:
 
 
 class Guardrails:
-    """Every ``[[guardrails]]`` table, compiled; bad ones fail at startup."""
+    """Every ``[[guardrails]]`` table, compiled; bad ones fail at startup (or the reload)."""
 
     __slots__ = ("_entries",)
 

@@ -13,12 +13,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-import msgspec
-
 from sluice.accounts.vault import Vault
 from sluice.core.principal import Principal
 from sluice.errors import (
     ApiError,
+    ConfigError,
     InternalError,
     MethodNotAllowedError,
     NotFoundError,
@@ -36,9 +35,10 @@ from sluice.server import endpoints
 from sluice.server.admin import ADMIN_PREFIX, admin
 from sluice.server.auth import Authenticator
 from sluice.server.endpoints import REQUEST_LOG_PREFIX
+from sluice.server.generation import Generation
 from sluice.server.intake import Limits
 from sluice.server.message import Request, ResponseWriter
-from sluice.server.models import model_list
+from sluice.server.reload import RELOAD_PATH, Reloaded, Reloader, reload_endpoint
 from sluice.server.responses import connection_error
 from sluice.settings import Settings
 from sluice.storage.base import Store
@@ -88,45 +88,44 @@ Endpoint = Callable[["Gateway", Call], Awaitable[None]]
 
 async def serve_door(door: FrontDoor, gw: Gateway, call: Call) -> None:
     """A front door's endpoint: decode, then the exchange runs the request."""
-    req = door.decode(call.request.body, gw.services.max_json_depth)
+    services = gw.services  # this request's, to its end, whatever a reload swaps in
+    req = door.decode(call.request.body, services.max_json_depth)
     call.request.body = b""  # decoded: the raw bytes need not live as long as the request
     assert call.principal is not None
-    exchange = call.exchange = Exchange(gw.services, door, call.writer, call.headers)
+    exchange = call.exchange = Exchange(services, door, call.writer, call.headers)
     await exchange.run(
         req, call.principal, request_id=call.request_id, created=call.created, started=call.started
     )
 
 
 class Gateway:
-    """Built by :func:`~sluice.server.compose.create_app`; holds what endpoints need."""
+    """Built by :func:`~sluice.server.compose.create_app`; holds what endpoints need.
+    ``current`` is the config's generation; :meth:`reload` swaps it whole."""
 
     def __init__(
         self,
         *,
-        settings: Settings,
+        generation: Generation,
+        reloader: Reloader | None,
         store: Store,
-        services: Services,
         transport: HttpTransport,
-        catalog: Catalog,
         vault: Vault | None,
         new_id: IdFactory,
         wall_clock: Callable[[], float],
         clock: Callable[[], float],
         limits: Limits,
     ) -> None:
-        self.settings = settings
+        self.current = generation
+        self.reloader = reloader
         self.store = store
-        self.services = services
         self.transport = transport
-        self.catalog = catalog
         self.vault = vault
         self.new_id = new_id
         self.wall_clock = wall_clock
         self.clock = clock
         self.limits = limits
-        self.auth = Authenticator(store, dev_key_enabled=settings.server.dev_key, clock=clock)
-        self.models_body = msgspec.json.encode(
-            model_list(catalog, self.tenants.shared.planner, settings.routes)
+        self.auth = Authenticator(
+            store, dev_key_enabled=self.settings.server.dev_key, clock=clock, wall_clock=wall_clock
         )
         # path -> method -> (endpoint, needs a key); matched on the raw path only
         self._routes: dict[str, dict[str, tuple[Endpoint, bool]]] = {
@@ -137,12 +136,38 @@ class Gateway:
         }
         self._request_log: dict[str, tuple[Endpoint, bool]] = {"GET": (endpoints.request_log, True)}
         self._admin: dict[str, tuple[Endpoint, bool]] = {
-            method: (admin, False) for method in ("GET", "POST", "PUT", "DELETE")
+            method: (admin, False) for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
         }
+        self._routes[RELOAD_PATH] = dict.fromkeys(self._admin, (reload_endpoint, False))
+
+    @property
+    def settings(self) -> Settings:
+        return self.current.settings
+
+    @property
+    def services(self) -> Services:
+        return self.current.services
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.current.catalog
+
+    @property
+    def models_body(self) -> bytes:
+        return self.current.models_body
 
     @property
     def tenants(self) -> Tenants:
         return self.services.tenants
+
+    def reload(self) -> Reloaded:
+        """Read the config file again and swap in what it builds, for new requests
+        (requests in flight finish on theirs). :class:`ConfigError`, logged, when the
+        file cannot be used: the running config keeps serving."""
+        if self.reloader is None:
+            raise ConfigError("this gateway was started without a config source to re-read")
+        self.current, report = self.reloader.reload(self.current)
+        return report
 
     @property
     def writer(self) -> WriteBehind:
@@ -158,7 +183,7 @@ class Gateway:
         self.services.tasks.stop_draining()
 
     async def close(self) -> None:
-        services = self.services
+        services = self.services  # the parts below are every generation's
         await services.tasks.close()  # drains settle with what they read so far
         await self.transport.close()
         await services.limiter.close()

@@ -1,11 +1,16 @@
 """The composition root: :func:`create_app` builds every part of a gateway from its
-settings, once; nothing else constructs them, and reload builds a new one whole."""
+settings; nothing else constructs them. The parts a config decides form a
+:class:`~.generation.Generation`, which a reload builds anew and swaps in whole; the
+parts the process holds for its lifetime are built once and shared."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from random import Random
+
+import msgspec
 
 from sluice import __version__
 from sluice.accounts.vault import Vault
@@ -24,71 +29,113 @@ from sluice.routing.breaker import Breaker
 from sluice.routing.catalog import Catalog
 from sluice.routing.router import Router
 from sluice.server.app import Gateway
+from sluice.server.generation import Generation
 from sluice.server.intake import Limits
+from sluice.server.models import model_list
+from sluice.server.reload import Reloader, SettingsSource
 from sluice.settings import Settings
 from sluice.storage.base import Store
 from sluice.storage.writer import WriteBehind
 from sluice.transport.http import HttpTransport
 
 
+class _Lasting:
+    """The parts a process holds for its lifetime: every generation shares them, so a
+    reload keeps the upstream pools, the limiter's buckets, the breaker's circuits, the
+    metrics' series, the queued log rows and the drains in flight."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        *,
+        new_id: IdFactory,
+        wall_clock: Callable[[], float],
+        clock: Callable[[], float],
+        rng: Random,
+    ) -> None:
+        server, routing, metering = settings.server, settings.routing, settings.metering
+        self.store, self.new_id, self.clock, self.rng = store, new_id, clock, rng
+        self.vault = Vault(settings.secret_key) if settings.secret_key is not None else None
+        self.transport = HttpTransport(
+            f"sluice/{__version__}",
+            clock,
+            allow_private_upstreams=server.allow_private_upstreams,
+            receive_buffer_bytes=server.upstream_socket_buffer_bytes,
+        )
+        self.breaker = Breaker(
+            routing.breaker_failures, routing.breaker_cooldown, routing.max_retry_after
+        )
+        self.log = WriteBehind(store, wall_clock, reclaim_every=metering.reclaim_interval)
+        self.meter = Meter(
+            store, self.log, new_id=new_id, wall_clock=wall_clock, hold_ttl=metering.hold_ttl
+        )
+        self.limiter = _limiter(settings, clock)
+        self.metrics = Metrics(self.breaker, clock, frozenset())
+        self.tasks = Tasks(clock, metering.hold_ttl)
+
+
+def _generation(lasting: _Lasting, settings: Settings) -> Generation:
+    """What one config builds; raises :class:`ConfigError` before anything is swapped."""
+    server, clock = settings.server, lasting.clock
+    catalog = Catalog.with_overrides(list(settings.models))
+    guardrails = Guardrails(settings.guardrails, lasting.transport)
+    router = Router(
+        registry=AdapterRegistry(lasting.new_id, server.upstream_event_bytes),
+        transport=lasting.transport,
+        breaker=lasting.breaker,
+        clock=clock,
+        rng=lasting.rng,
+        error_body_bytes=server.upstream_error_body_bytes,
+        body_bytes=server.upstream_body_bytes,
+    )
+    tenants = Tenants(
+        store=lasting.store,
+        vault=lasting.vault,
+        catalog=catalog,
+        connections=settings.connections,
+        routes=settings.routes,
+        clock=clock,
+    )
+    services = Services(
+        router=router,
+        tenants=tenants,
+        meter=lasting.meter,
+        log=lasting.log,
+        limiter=lasting.limiter,
+        limits=settings.limits,
+        guardrails=guardrails,
+        metrics=lasting.metrics.relabelled(frozenset(c.id for c in settings.connections)),
+        tasks=lasting.tasks,
+        clock=clock,
+        keepalive_interval=server.sse_keepalive_interval,
+        max_json_depth=server.max_json_depth,
+    )
+    models = msgspec.json.encode(model_list(catalog, tenants.shared.planner, settings.routes))
+    return Generation(settings, services, catalog, models)
+
+
 def create_app(
     settings: Settings,
     store: Store,
     *,
+    source: SettingsSource | None = None,
     new_id: IdFactory = random_id,
     wall_clock: Callable[[], float] = time.time,
     clock: Callable[[], float] = time.monotonic,
     rng: Random | None = None,
 ) -> Gateway:
-    server, routing, metering = settings.server, settings.routing, settings.metering
-    catalog = Catalog.with_overrides(list(settings.models))
-    vault = Vault(settings.secret_key) if settings.secret_key is not None else None
-    transport = HttpTransport(
-        f"sluice/{__version__}",
-        clock,
-        allow_private_upstreams=server.allow_private_upstreams,
-        receive_buffer_bytes=server.upstream_socket_buffer_bytes,
+    """``source``: where ``settings`` came from, read again on reload (none: no reload)."""
+    lasting = _Lasting(
+        settings, store, new_id=new_id, wall_clock=wall_clock, clock=clock, rng=rng or Random()
     )
-    router = Router(
-        registry=AdapterRegistry(new_id, server.upstream_event_bytes),
-        transport=transport,
-        breaker=Breaker(
-            routing.breaker_failures, routing.breaker_cooldown, routing.max_retry_after
-        ),
-        clock=clock,
-        rng=rng or Random(),
-        error_body_bytes=server.upstream_error_body_bytes,
-        body_bytes=server.upstream_body_bytes,
-    )
-    log = WriteBehind(store, wall_clock, reclaim_every=metering.reclaim_interval)
-    services = Services(
-        router=router,
-        tenants=Tenants(
-            store=store,
-            vault=vault,
-            catalog=catalog,
-            connections=settings.connections,
-            routes=settings.routes,
-            clock=clock,
-        ),
-        meter=Meter(store, log, new_id=new_id, wall_clock=wall_clock, hold_ttl=metering.hold_ttl),
-        log=log,
-        limiter=_limiter(settings, clock),
-        limits=settings.limits,
-        guardrails=Guardrails(settings.guardrails, transport),
-        metrics=Metrics(router.breaker, clock, frozenset(c.id for c in settings.connections)),
-        tasks=Tasks(clock, metering.hold_ttl),
-        clock=clock,
-        keepalive_interval=server.sse_keepalive_interval,
-        max_json_depth=server.max_json_depth,
-    )
+    build = partial(_generation, lasting)
     return Gateway(
-        settings=settings,
+        generation=build(settings),
+        reloader=None if source is None else Reloader(source, build),
         store=store,
-        services=services,
-        transport=transport,
-        catalog=catalog,
-        vault=vault,
+        transport=lasting.transport,
+        vault=lasting.vault,
         new_id=new_id,
         wall_clock=wall_clock,
         clock=clock,

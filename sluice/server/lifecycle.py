@@ -14,6 +14,7 @@ from sluice.ids import IdFactory, random_id
 from sluice.server.app import Gateway
 from sluice.server.compose import create_app
 from sluice.server.listener import Listener, listen
+from sluice.server.reload import SettingsSource
 from sluice.server.tls import server_tls
 from sluice.settings import Settings
 from sluice.storage.factory import open_store
@@ -36,9 +37,11 @@ class RunningGateway(msgspec.Struct):
 async def start_gateway(
     settings: Settings,
     *,
+    source: SettingsSource | None = None,
     new_id: IdFactory = random_id,
     wall_clock: Callable[[], float] = time.time,
 ) -> RunningGateway:
+    """``source``: where ``settings`` came from, read again on reload (none: no reload)."""
     tls = server_tls(settings.server)  # before anything opens: a bad file stops here
     settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
     store = await open_store(settings.storage_url)
@@ -48,7 +51,7 @@ async def start_gateway(
             dev_key = await ensure_dev_key(
                 store, settings.home, new_id, os.urandom(32), int(wall_clock())
             )
-        gateway = create_app(settings, store, new_id=new_id, wall_clock=wall_clock)
+        gateway = create_app(settings, store, source=source, new_id=new_id, wall_clock=wall_clock)
     except BaseException:
         await store.close()
         raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from sluice.config import parse_config
 from sluice.server.lifecycle import RunningGateway, start_gateway, stop_gateway
+from sluice.server.reload import SettingsSource
 from sluice.settings import build_settings
 
 FIXED_TIME = 1787481600
@@ -51,16 +53,25 @@ async def running_gateway(
     env: dict[str, str] | None = None,
     deterministic: bool = False,
     stop_grace: float = 5.0,
+    config_path: Path | None = None,
 ) -> AsyncIterator[RunningGateway]:
-    file = parse_config("[server]\nport = 0\n" + config if "[server]" not in config else config)
+    """``config_path``: the config is written there and read from there, so the gateway
+    can reload it."""
+    text = "[server]\nport = 0\n" + config if "[server]" not in config else config
     environment = {"FAKE_UPSTREAM_KEY": UPSTREAM_KEY, **(env or {})}
-    settings = build_settings(file, environment, home)
+    source = None
+    if config_path is None:
+        settings = build_settings(parse_config(text), environment, home)
+    else:
+        await asyncio.to_thread(config_path.write_text, text)
+        source = SettingsSource(config_path, environment, home)
+        settings = source.read()
     if deterministic:
         running = await start_gateway(
-            settings, new_id=counting_ids(), wall_clock=lambda: FIXED_TIME
+            settings, source=source, new_id=counting_ids(), wall_clock=lambda: FIXED_TIME
         )
     else:
-        running = await start_gateway(settings)
+        running = await start_gateway(settings, source=source)
     try:
         yield running
     finally:

@@ -15,12 +15,40 @@ from pathlib import Path
 BANNER = re.compile(rb"listening on http://([\d.]+):(\d+)")
 
 
+class LogTail:
+    """The gateway's stderr after its banner, read as it comes (the pipe never fills)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self._grew = asyncio.Event()
+
+    async def pump(self, stream: asyncio.StreamReader) -> None:
+        while line := await stream.readline():
+            self.lines.append(line.decode(errors="replace"))
+            self._grew.set()
+
+    def mark(self) -> int:
+        return len(self.lines)
+
+    async def wait_for(self, text: str, *, since: int = 0) -> str:
+        """The first line from ``since`` on that contains ``text`` (bound it with
+        ``asyncio.timeout``)."""
+        while True:
+            found = next((line for line in self.lines[since:] if text in line), None)
+            if found is not None:
+                return found
+            self._grew.clear()
+            await self._grew.wait()
+
+
 @dataclass
 class GatewayProcess:
     pid: int
     host: str
     port: int
     key: str
+    config: Path
+    log: LogTail
 
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
@@ -37,9 +65,11 @@ def write_config(home: Path, config: str) -> Path:
 
 
 @asynccontextmanager
-async def gateway_process(home: Path, config: str) -> AsyncIterator[GatewayProcess]:
+async def gateway_process(
+    home: Path, config: str, *, env: dict[str, str] | None = None, log_level: str = "WARNING"
+) -> AsyncIterator[GatewayProcess]:
     path = write_config(home, config)
-    env = {**os.environ, "SLUICE_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    environ = {**os.environ, "SLUICE_HOME": str(home), "PYTHONUNBUFFERED": "1", **(env or {})}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -50,13 +80,15 @@ async def gateway_process(home: Path, config: str) -> AsyncIterator[GatewayProce
         "--port",
         "0",
         "--log-level",
-        "WARNING",
+        log_level,
         stderr=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.DEVNULL,
-        env=env,
+        env=environ,
     )
     assert proc.stderr is not None
     banner = b""
+    tail = LogTail()
+    pump: asyncio.Task[None] | None = None
     try:
         while b"Press Ctrl-C" not in banner:
             line = await asyncio.wait_for(proc.stderr.readline(), 20)
@@ -66,8 +98,12 @@ async def gateway_process(home: Path, config: str) -> AsyncIterator[GatewayProce
         match = BANNER.search(banner)
         assert match is not None
         key = (home / "dev-key").read_text().strip()
-        yield GatewayProcess(proc.pid, match.group(1).decode(), int(match.group(2)), key)
+        pump = asyncio.ensure_future(tail.pump(proc.stderr))
+        host, port = match.group(1).decode(), int(match.group(2))
+        yield GatewayProcess(proc.pid, host, port, key, path, tail)
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(proc.wait(), 10)
+        if pump is not None:
+            await asyncio.wait_for(pump, 5)
