@@ -15,9 +15,15 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from sluice.core.principal import Principal
+from sluice.core.principal import KeyPolicy, Principal
 from sluice.core.tokens import estimate_prompt_tokens
-from sluice.errors import ApiError, InternalError, RateLimitError, ShuttingDownError
+from sluice.errors import (
+    ApiError,
+    InternalError,
+    PermissionDeniedError,
+    RateLimitError,
+    ShuttingDownError,
+)
 from sluice.exchange.completion import complete
 from sluice.exchange.heads import error_headers
 from sluice.exchange.ports import ClientGoneError, ClientStream, FrontDoor, Headers
@@ -35,6 +41,17 @@ from sluice.routing.router import AttemptRecord
 from sluice.wire.chat import ChatRequest
 
 _log = logging.getLogger("sluice.server")
+
+
+def _check_models(req: ChatRequest, policy: KeyPolicy) -> None:
+    """The key's allow-list over every model the request may be served as."""
+    for name in (req.model, *(req.models or ())):
+        if not policy.allows(name):
+            raise PermissionDeniedError(
+                f"This API key may not use model '{name}'.",
+                code="model_not_allowed",
+                param="model",
+            )
 
 
 class Exchange:
@@ -105,6 +122,7 @@ class Exchange:
         guardrails (before routing and any hold, SPEC §6), the plan and the credit hold.
         Returns the output guardrails that apply."""
         services, principal = self.services, state.principal
+        _check_models(state.req, principal.policy)
         subject = services.limit_subject(principal)
         if subject is not None:
             decision = await services.limiter.admit(subject, estimate_prompt_tokens(state.req))

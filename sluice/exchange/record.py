@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
+from sluice.core.money import usd_from_nano
 from sluice.core.usage import TokenUsage
 from sluice.exchange.state import ExchangeState
-from sluice.metering.charges import usd_from_nano
 from sluice.storage.base import RequestRecord
 
 

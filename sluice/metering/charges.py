@@ -18,11 +18,12 @@ is never below zero (:class:`~sluice.metering.meter.Ticket` caps it to its hold 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 import msgspec
 
 from sluice.core.connection import ConnectionSettings
+from sluice.core.money import NANO_PER_USD
 from sluice.core.tokens import prompt_token_ceiling
 from sluice.core.usage import Price, TokenUsage
 from sluice.metering.pricing import cost_pico
@@ -31,7 +32,6 @@ from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import PriceSource
 
 PICO_PER_NANO = 1000
-NANO_PER_USD = 10**9
 DEFAULT_OUTPUT_CEILING = 4096
 """Output tokens held for when neither the request nor the catalog sets a ceiling."""
 
@@ -69,31 +69,6 @@ def nano_from_pico(pico: int) -> int:
 
 def nano_from_usd(usd: float) -> int:
     return int((Decimal(repr(usd)) * NANO_PER_USD).to_integral_value(rounding="ROUND_CEILING"))
-
-
-def usd_from_nano(nano: int) -> float:
-    return nano / NANO_PER_USD
-
-
-MAX_AMOUNT_USD = 10**9
-"""The largest amount one credit or debit may move (a balance stays far inside int64)."""
-
-
-def nano_from_usd_text(text: str) -> int:
-    """An amount typed by an operator (``"25"``, ``"0.000000001"``), exactly; ``ValueError``
-    when it is not a number, is finer than a nano-dollar or is larger than
-    ``MAX_AMOUNT_USD`` either way."""
-    try:
-        amount = Decimal(text) * NANO_PER_USD
-    except InvalidOperation:
-        amount = Decimal("NaN")
-    if not amount.is_finite():
-        raise ValueError(f"'{text}' is not an amount in USD")
-    if abs(amount) > MAX_AMOUNT_USD * NANO_PER_USD:
-        raise ValueError(f"amounts are at most ${MAX_AMOUNT_USD:,} either way")
-    if amount != amount.to_integral_value():
-        raise ValueError("amounts have at most 9 decimals (nano-dollars)")
-    return int(amount)
 
 
 def charge(usage: TokenUsage, rate: Rate) -> int:

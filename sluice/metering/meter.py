@@ -12,11 +12,11 @@ from collections.abc import Callable
 
 import msgspec
 
-from sluice.core.principal import Principal
+from sluice.core.money import usd_from_nano
+from sluice.core.principal import Principal, period_start
 from sluice.errors import BudgetExceededError
 from sluice.ids import IdFactory
-from sluice.metering.charges import usd_from_nano
-from sluice.storage.base import HoldRequest, Settlement, Store
+from sluice.storage.base import HoldRequest, KeyBudget, Settlement, Store
 from sluice.storage.writer import WriteBehind
 
 
@@ -55,6 +55,10 @@ class Meter:
         if not principal.metered:
             return None
         now = int(self._wall_clock())
+        policy = principal.policy
+        budget = None
+        if policy.budget is not None:
+            budget = KeyBudget(policy.budget, period_start(now, policy.budget_period))
         hold = HoldRequest(
             hold_id=self._new_id("hold"),
             account_id=principal.account_id,
@@ -63,6 +67,7 @@ class Meter:
             amount=amount,
             now=now,
             expires_at=now + int(self._hold_ttl),
+            key_budget=budget,
         )
         ticket = Ticket(hold.hold_id, hold.account_id, hold.key_id, request_id, amount)
         placing = asyncio.ensure_future(self._store.place_hold(hold))

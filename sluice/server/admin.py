@@ -9,15 +9,14 @@ never returned.
 from __future__ import annotations
 
 import hmac
-import os
 import re
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 
-from sluice.accounts.keys import key_digest, key_prefix, new_key
 from sluice.config import PriceConfig
 from sluice.core.connection import Timeouts
+from sluice.core.money import nano_from_usd_text, usd_from_nano
 from sluice.errors import (
     AuthenticationError,
     ConfigError,
@@ -26,14 +25,13 @@ from sluice.errors import (
     MethodNotAllowedError,
     NotFoundError,
 )
-from sluice.exchange.heads import JSON
 from sluice.ids import random_id
-from sluice.metering.charges import nano_from_usd_text, usd_from_nano
 from sluice.providers.registry import ProviderSpec, provider_spec, upstream_base_url
+from sluice.server.admin_common import decode_json, find_account, send_json
+from sluice.server.admin_keys import key_endpoints
+from sluice.server.pages import account_page
 from sluice.storage.base import Account, StoredConnection
-from sluice.wire.bounds import DEFAULT_MAX_JSON_DEPTH
 from sluice.wire.chat import ModelName
-from sluice.wire.errors import decode_body
 
 if TYPE_CHECKING:
     from sluice.server.app import Call, Gateway
@@ -58,14 +56,6 @@ Label = Annotated[str, msgspec.Meta(max_length=128, pattern=r"^[^\x00-\x1f\x7f]*
 """Free text a person reads (a key's name): no control characters."""
 
 
-class NewKey(msgspec.Struct, forbid_unknown_fields=True):
-    name: Label | None = None
-
-
-class Revoke(msgspec.Struct, forbid_unknown_fields=True):
-    prefix: Annotated[str, msgspec.Meta(pattern=r"^sk-sluice-[0-9A-Za-z]{0,40}$")]
-
-
 class ConnectionBody(msgspec.Struct, forbid_unknown_fields=True):
     provider: Label
     models: dict[ModelName, ModelName]
@@ -74,10 +64,6 @@ class ConnectionBody(msgspec.Struct, forbid_unknown_fields=True):
     region: Label | None = None
     timeouts: Timeouts = Timeouts()
     prices: dict[str, PriceConfig] = {}
-
-
-def _decode(body: bytes | bytearray, kind: type[Any]) -> Any:
-    return decode_body(msgspec.json.Decoder(kind), body or b"{}", DEFAULT_MAX_JSON_DEPTH)
 
 
 def _nano(amount: str | int | float, param: str) -> int:
@@ -99,10 +85,6 @@ def _account_json(account: Account) -> dict[str, object]:
     }
 
 
-async def _send(call: Call, status: int, doc: object) -> None:
-    await call.writer.send(status, [*call.headers, JSON], _ENCODER.encode(doc))
-
-
 def authorize(gw: Gateway, call: Call) -> None:
     expected = gw.settings.admin_key
     if expected is None:
@@ -114,29 +96,22 @@ def authorize(gw: Gateway, call: Call) -> None:
         raise AuthenticationError("Invalid admin key.", code="invalid_admin_key")
 
 
-async def _account(gw: Gateway, name: str) -> Account:
-    account = await gw.store.get_account(name)
-    if account is None:
-        raise NotFoundError(f"No account named '{name}'.", code="account_not_found")
-    return account
-
-
 async def admin(gw: Gateway, call: Call) -> None:
     """Dispatch ``/admin/…`` by method and path segments."""
     authorize(gw, call)
     parts = call.request.path[len(ADMIN_PREFIX) :].split("/")
     now = int(gw.wall_clock())
-    if not await _accounts_and_keys(gw, call, parts, now) and not await _connections_and_prices(
-        gw, call, parts, now
-    ):
-        raise _unknown(call, parts)
+    for endpoints in (_accounts_and_keys, key_endpoints, _connections_and_prices):
+        if await endpoints(gw, call, parts, now):
+            return
+    raise _unknown(call, parts)
 
 
 async def _accounts_and_keys(gw: Gateway, call: Call, parts: list[str], now: int) -> bool:
     method, body = call.request.method, call.request.body
     match parts:
         case ["accounts"] if method == "POST":
-            new = _decode(body, NewAccount)
+            new = decode_json(body, NewAccount)
             if not _NAME.fullmatch(new.name):
                 raise InvalidRequestError(
                     "Account names are 1-64 letters, digits, . _ -", param="name"
@@ -147,52 +122,17 @@ async def _accounts_and_keys(gw: Gateway, call: Call, parts: list[str], now: int
             account = await gw.store.create_account(
                 random_id("acct"), new.name, metered=new.metered, credits=credits, now=now
             )
-            await _send(call, 201, _account_json(account))
+            await send_json(call, 201, _account_json(account))
+        case ["accounts"] if method == "GET":
+            await send_json(
+                call, 200, await account_page(gw.store, call.request.query, _account_json)
+            )
         case ["accounts", name] if method == "GET":
-            await _send(call, 200, _account_json(await _account(gw, name)))
+            await send_json(call, 200, _account_json(await find_account(gw, name)))
         case ["accounts", name, "credits"] if method == "POST":
-            amount = _nano(_decode(body, Credits).amount, "amount")
+            amount = _nano(decode_json(body, Credits).amount, "amount")
             account = await gw.store.add_credits(name, amount, now=now, note="admin api")
-            await _send(call, 200, _account_json(account))
-        case ["accounts", name, "keys"] if method == "GET":
-            account = await _account(gw, name)
-            keys = await gw.store.list_keys(account.id)
-            await _send(
-                call,
-                200,
-                {
-                    "data": [
-                        {
-                            "prefix": k.prefix,
-                            "name": k.name,
-                            "created_at": k.created_at,
-                            "revoked": k.revoked_at is not None,
-                        }
-                        for k in keys
-                    ]
-                },
-            )
-        case ["accounts", name, "keys"] if method == "POST":
-            account = await _account(gw, name)
-            key = new_key(os.urandom(32))
-            await gw.store.add_key(
-                random_id("key"),
-                account_id=account.id,
-                key_digest=key_digest(key),
-                prefix=key_prefix(key),
-                name=_decode(body, NewKey).name,
-                now=now,
-            )
-            await _send(call, 201, {"key": key, "prefix": key_prefix(key)})
-        case ["keys", "revoke"] if method == "POST":
-            prefix = _decode(body, Revoke).prefix
-            if len(prefix) < len("sk-sluice-") + 4:
-                raise InvalidRequestError(
-                    "Give at least `sk-sluice-` and 4 more characters.", param="prefix"
-                )
-            revoked = await gw.store.revoke_keys(prefix, now)
-            gw.auth.forget()
-            await _send(call, 200, {"revoked": revoked})
+            await send_json(call, 200, _account_json(account))
         case _:
             return False
     return True
@@ -202,8 +142,8 @@ async def _connections_and_prices(gw: Gateway, call: Call, parts: list[str], now
     method, body = call.request.method, call.request.body
     match parts:
         case ["accounts", name, "connections"] if method == "GET":
-            account = await _account(gw, name)
-            await _send(
+            account = await find_account(gw, name)
+            await send_json(
                 call,
                 200,
                 {
@@ -214,24 +154,24 @@ async def _connections_and_prices(gw: Gateway, call: Call, parts: list[str], now
                 },
             )
         case ["accounts", name, "connections", conn_id] if method == "PUT":
-            await _put_connection(gw, call, await _account(gw, name), conn_id, now)
+            await _put_connection(gw, call, await find_account(gw, name), conn_id, now)
         case ["accounts", name, "connections", conn_id] if method == "DELETE":
-            account = await _account(gw, name)
+            account = await find_account(gw, name)
             if not await gw.store.delete_connection(account.id, conn_id):
                 raise NotFoundError(f"No connection '{conn_id}'.", code="connection_not_found")
             gw.tenants.invalidate(account.id)
-            await _send(call, 200, {"deleted": conn_id})
+            await send_json(call, 200, {"deleted": conn_id})
         case ["accounts", name, "prices", *model] if model and method in ("PUT", "DELETE"):
-            account = await _account(gw, name)
+            account = await find_account(gw, name)
             model_id = "/".join(model)
             if gw.catalog.get(model_id) is None:
                 raise NotFoundError(
                     f"No model '{model_id}' in the catalog.", code="model_not_found"
                 )
-            price = _decode(body, PriceConfig) if method == "PUT" else None
+            price = decode_json(body, PriceConfig) if method == "PUT" else None
             await gw.store.set_price(account.id, model_id, price)
             gw.tenants.invalidate(account.id)
-            await _send(call, 200, {"model": model_id, "price": msgspec.to_builtins(price)})
+            await send_json(call, 200, {"model": model_id, "price": msgspec.to_builtins(price)})
         case _:
             return False
     return True
@@ -255,7 +195,7 @@ async def _put_connection(
         )
     if any(c.id == conn_id for c in gw.settings.connections):
         raise InvalidRequestError(f"'{conn_id}' is the id of an operator connection.", param="id")
-    new = _decode(call.request.body, ConnectionBody)
+    new = decode_json(call.request.body, ConnectionBody)
     kind = provider_spec_or_400(new.provider)
     for model in [*new.models, *new.prices]:
         if gw.catalog.get(model) is None:
@@ -291,7 +231,7 @@ async def _put_connection(
             param="id",
         )
     gw.tenants.invalidate(account.id)
-    await _send(call, 200, {**msgspec.to_builtins(spec), "has_api_key": sealed is not None})
+    await send_json(call, 200, {**msgspec.to_builtins(spec), "has_api_key": sealed is not None})
 
 
 def provider_spec_or_400(kind: str) -> ProviderSpec:

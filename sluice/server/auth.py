@@ -25,11 +25,14 @@ class Authenticator:
         *,
         dev_key_enabled: bool,
         clock: Callable[[], float],
+        wall_clock: Callable[[], float],
         ttl: float = 5.0,
     ) -> None:
+        """``clock`` times the cache; ``wall_clock`` (Unix seconds) decides expiry."""
         self._store = store
         self._dev_key_enabled = dev_key_enabled
         self._clock = clock
+        self._wall_clock = wall_clock
         self._ttl = ttl
         self._cache: dict[str, tuple[Principal, float]] = {}
 
@@ -57,6 +60,8 @@ class Authenticator:
             self._cache[digest] = (principal, now + self._ttl)
         if principal.is_dev and not self._dev_key_enabled:
             raise AuthenticationError("Invalid API key.")
+        if principal.policy.expired(self._wall_clock()):
+            raise AuthenticationError("The API key has expired.", code="key_expired")
         return principal
 
     def forget(self) -> None:

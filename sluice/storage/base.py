@@ -21,7 +21,9 @@ import msgspec
 
 from sluice.config import PriceConfig
 from sluice.core.connection import Timeouts
-from sluice.core.principal import Principal
+from sluice.core.money import NANO_PER_USD
+from sluice.core.principal import NO_POLICY, KeyPolicy, Principal
+from sluice.errors import BudgetExceededError, ConflictError
 
 
 class ConstraintViolationError(Exception):
@@ -45,12 +47,58 @@ class Account(msgspec.Struct, frozen=True):
 
 
 class KeyInfo(msgspec.Struct, frozen=True):
+    """``name``: the key's label."""
+
     id: str
     account_id: str
     prefix: str
     name: str | None
     created_at: int
     revoked_at: int | None
+    policy: KeyPolicy = NO_POLICY
+
+
+KEY_SPENT_SQL = (
+    "SELECT COALESCE(-SUM(amount), 0) FROM ledger "
+    "WHERE key_id = {0} AND kind = 'charge' AND created_at >= {1}"
+)
+KEY_USED_SQL = (
+    "SELECT COALESCE((SELECT SUM(amount) FROM holds "
+    "WHERE key_id = {0} AND released_at IS NULL), 0) "
+    "- COALESCE((SELECT SUM(amount) FROM ledger "
+    "WHERE key_id = {0} AND kind = 'charge' AND created_at >= {1}), 0)"
+)
+"""What a key has used of its budget: open holds plus charges (negative ledger amounts)
+since its period began; ``{0}``/``{1}``: the backend's placeholders for key and since."""
+
+
+class KeyBudgetExceededError(BudgetExceededError):
+    default_code = "key_budget_exceeded"
+
+
+def key_budget_error(limit: int) -> KeyBudgetExceededError:
+    return KeyBudgetExceededError(
+        f"This API key's budget (${limit / NANO_PER_USD:.2f} this period) does not cover "
+        "this request."
+    )
+
+
+def one_key(prefix: str, found: list[KeyInfo]) -> KeyInfo | None:
+    """:meth:`Store.find_key`'s answer from the (at most two) live keys that match."""
+    if len(found) > 1:
+        raise ConflictError(
+            f"More than one live key starts with '{prefix}': give more of it.",
+            code="ambiguous_key_prefix",
+        )
+    return found[0] if found else None
+
+
+class KeyBudget(msgspec.Struct, frozen=True):
+    """A key's budget for one hold: at most ``limit`` nano-USD of charges since ``since``
+    plus open holds."""
+
+    limit: int
+    since: int
 
 
 class HoldRequest(msgspec.Struct, frozen=True):
@@ -61,6 +109,7 @@ class HoldRequest(msgspec.Struct, frozen=True):
     amount: int
     now: int
     expires_at: int
+    key_budget: KeyBudget | None = None
 
 
 class Settlement(msgspec.Struct, frozen=True):
@@ -207,9 +256,27 @@ class Store(Protocol):
         prefix: str,
         name: str | None,
         now: int,
+        policy: KeyPolicy = NO_POLICY,
     ) -> None: ...
 
     async def list_keys(self, account_id: str) -> list[KeyInfo]: ...
+
+    async def find_key(self, prefix: str) -> KeyInfo | None:
+        """The live key whose readable prefix starts with ``prefix``; None when there is
+        none. Raises :class:`~sluice.errors.ConflictError` when several match."""
+        ...
+
+    async def update_key(self, key_id: str, *, name: str | None, policy: KeyPolicy) -> None:
+        """Replace a key's label and policy (it takes effect on the key's next request)."""
+        ...
+
+    async def rotate_key(self, key_id: str, *, key_digest: str, prefix: str) -> None:
+        """A new secret for the same key record: the old one stops working."""
+        ...
+
+    async def key_spent(self, key_id: str, since: int) -> int:
+        """Nano-USD charged to requests made with the key since ``since``."""
+        ...
 
     async def revoke_keys(self, prefix: str, now: int) -> int:
         """Revoke every live key whose readable prefix starts with ``prefix``."""
@@ -219,7 +286,9 @@ class Store(Protocol):
 
     async def place_hold(self, hold: HoldRequest) -> bool:
         """Hold ``amount`` if the account's available balance covers it (atomic);
-        False when it does not."""
+        False when it does not. With a ``key_budget``, first (in the same transaction,
+        serialized per key) the key's charges since its period began plus its open
+        holds plus ``amount`` must fit the budget, else :class:`KeyBudgetExceededError`."""
         ...
 
     async def settle(self, settlements: list[Settlement]) -> None:
@@ -263,4 +332,15 @@ class Store(Protocol):
 
     async def get_request(self, request_id: str, account_id: str) -> RequestRecord | None:
         """The row, only if it belongs to ``account_id`` (one query, ownership included)."""
+        ...
+
+    # -- the control plane -------------------------------------------------------------
+
+    async def schema_version(self) -> int:
+        """The newest migration applied; 0 for a database Sluice never migrated."""
+        ...
+
+    async def list_accounts(self, limit: int, after: str | None) -> list[Account]:
+        """Up to ``limit`` accounts in account-id order, those after id ``after`` (all
+        from the first when None): a stable order a cursor can resume."""
         ...

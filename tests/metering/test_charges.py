@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from sluice.core.connection import ConnectionSettings
+from sluice.core.money import nano_from_usd_text, usd_from_nano
 from sluice.core.usage import MAX_REPORTED_COST_USD, MAX_REPORTED_TOKENS, Price, TokenUsage
 from sluice.metering.charges import (
     DEFAULT_OUTPUT_CEILING,
@@ -19,9 +20,7 @@ from sluice.metering.charges import (
     hold_amount,
     nano_from_pico,
     nano_from_usd,
-    nano_from_usd_text,
     resolve_rate,
-    usd_from_nano,
 )
 from sluice.metering.meter import Ticket
 from sluice.routing.catalog import CatalogModel

@@ -2,17 +2,11 @@ from __future__ import annotations
 
 import pytest
 
+from sluice.core.money import nano_from_usd_text
 from sluice.core.tokens import estimate_prompt_tokens, prompt_token_ceiling, tokens_for_chars
 from sluice.core.usage import MAX_REPORTED_COST_USD, MAX_REPORTED_TOKENS, Price, TokenUsage
 from sluice.frontdoors.chat import decode_chat_request
-from sluice.metering.charges import (
-    Rate,
-    as_priced,
-    charge,
-    hold_amount,
-    nano_from_pico,
-    nano_from_usd_text,
-)
+from sluice.metering.charges import Rate, as_priced, charge, hold_amount, nano_from_pico
 from sluice.metering.meter import Ticket
 from sluice.metering.pricing import cost_pico, priced_usage, usd
 from sluice.routing.catalog import CatalogModel

@@ -71,6 +71,14 @@ async def test_accounts_credits_and_keys(tmp_path: Path) -> None:
             "name": "ci",
             "created_at": listed.json()["data"][0]["created_at"],
             "revoked": False,
+            "models": None,
+            "expires_at": None,
+            "rpm": None,
+            "tpm": None,
+            "budget": None,
+            "budget_period": "never",
+            "spent": 0.0,
+            "metadata": {},
         }
     ]
     assert revoked.json() == {"revoked": 1}

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 
 from sluice.accounts.keys import key_digest, key_prefix, new_key
+from sluice.core.principal import NO_POLICY, KeyPolicy
 from sluice.storage.base import Store
 
 
-async def metered_key(store: Store, name: str, credits: int) -> str:
+async def metered_key(store: Store, name: str, credits: int, policy: KeyPolicy = NO_POLICY) -> str:
     """A new credit-metered account ``acct_<name>`` with ``credits`` nano-dollars; its key."""
     account = await store.create_account(f"acct_{name}", name, metered=True, credits=credits, now=1)
     key = new_key(os.urandom(32))
@@ -19,5 +20,6 @@ async def metered_key(store: Store, name: str, credits: int) -> str:
         prefix=key_prefix(key),
         name=None,
         now=1,
+        policy=policy,
     )
     return key

@@ -12,29 +12,63 @@ from __future__ import annotations
 import asyncpg
 import msgspec
 
-from sluice.core.principal import Principal
+from sluice.core.principal import NO_POLICY, KeyPolicy, Principal, policy_from_json, policy_json
 from sluice.errors import ConfigError, ConflictError, NotFoundError
 from sluice.storage.base import (
+    KEY_SPENT_SQL,
+    KEY_USED_SQL,
     RECONCILE_SUMS,
     Account,
     ConstraintViolationError,
     HoldRequest,
+    KeyBudget,
     KeyInfo,
     Mismatch,
     RequestRecord,
     Settlement,
+    key_budget_error,
     mismatches,
+    one_key,
 )
 from sluice.storage.migrations import migration_scripts
 from sluice.storage.postgres.jsonb import jsonb_text
 from sluice.storage.postgres.tenants import PostgresTenants
 
+_KEY_COLUMNS = "id, account_id, prefix, name, created_at, revoked_at, policy"
 _MIGRATION_LOCK = 0x5111CE  # advisory lock id taken while migrating
+_KEY_LOCK = 0x5111CF  # advisory lock class of a key's budgeted holds
+
+
+def _key_from(row: asyncpg.Record) -> KeyInfo:
+    return KeyInfo(row[0], row[1], row[2], row[3], row[4], row[5], policy_from_json(row[6]))
+
+
 _ACCOUNT = (
     "a.id, a.name, a.metered, a.is_dev, a.balance, a.held, "
     "(SELECT COUNT(*) FROM holds h WHERE h.account_id = a.id AND h.released_at IS NULL), "
     "a.created_at"
 )
+_PLACE_HOLD = (
+    "WITH held AS (UPDATE accounts SET held = held + $5 "
+    "  WHERE id = $2 AND balance - held >= $5 RETURNING id), "
+    "ins AS (INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, "
+    "  expires_at) SELECT $1, id, $3, $4, $5, $6, $7 FROM held RETURNING 1) "
+    "SELECT count(*) FROM ins"
+)
+
+
+def _hold_args(hold: HoldRequest) -> tuple[object, ...]:
+    return (
+        hold.hold_id,
+        hold.account_id,
+        hold.key_id,
+        hold.request_id,
+        hold.amount,
+        hold.now,
+        hold.expires_at,
+    )
+
+
 _SETTLE_BATCH = """
 WITH s AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
@@ -109,12 +143,15 @@ class PostgresStore(PostgresTenants):
 
     async def find_principal(self, key_digest: str) -> Principal | None:
         row = await self.pool.fetchrow(
-            "SELECT a.id, a.name, k.id, k.prefix, a.metered, a.is_dev "
+            "SELECT a.id, a.name, k.id, k.prefix, a.metered, a.is_dev, k.policy "
             "FROM api_keys k JOIN accounts a ON a.id = k.account_id "
             "WHERE k.key_digest = $1 AND k.revoked_at IS NULL",
             key_digest,
         )
-        return None if row is None else Principal(*row)
+        if row is None:
+            return None
+        policy = policy_from_json(row[6])
+        return Principal(row[0], row[1], row[2], row[3], row[4], row[5], policy)
 
     async def ensure_account(
         self, account_id: str, name: str, *, metered: bool, is_dev: bool, now: int
@@ -196,25 +233,56 @@ class PostgresStore(PostgresTenants):
         prefix: str,
         name: str | None,
         now: int,
+        policy: KeyPolicy = NO_POLICY,
     ) -> None:
         await self.pool.execute(
-            "INSERT INTO api_keys (id, account_id, prefix, key_digest, name, created_at) "
-            "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key_digest) DO NOTHING",
+            "INSERT INTO api_keys "
+            "(id, account_id, prefix, key_digest, name, created_at, policy) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (key_digest) DO NOTHING",
             key_id,
             account_id,
             prefix,
             key_digest,
             name,
             now,
+            policy_json(policy),
         )
 
     async def list_keys(self, account_id: str) -> list[KeyInfo]:
         rows = await self.pool.fetch(
-            "SELECT id, account_id, prefix, name, created_at, revoked_at FROM api_keys "
-            "WHERE account_id = $1 ORDER BY created_at, id",
+            f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE account_id = $1 ORDER BY created_at, id",
             account_id,
         )
-        return [KeyInfo(*row) for row in rows]
+        return [_key_from(row) for row in rows]
+
+    async def find_key(self, prefix: str) -> KeyInfo | None:
+        rows = await self.pool.fetch(
+            f"SELECT {_KEY_COLUMNS} FROM api_keys "
+            "WHERE revoked_at IS NULL AND left(prefix, $1) = $2 LIMIT 2",
+            len(prefix),
+            prefix,
+        )
+        return one_key(prefix, [_key_from(row) for row in rows])
+
+    async def rotate_key(self, key_id: str, *, key_digest: str, prefix: str) -> None:
+        await self.pool.execute(
+            "UPDATE api_keys SET key_digest = $1, prefix = $2 WHERE id = $3",
+            key_digest,
+            prefix,
+            key_id,
+        )
+
+    async def key_spent(self, key_id: str, since: int) -> int:
+        spent = await self.pool.fetchval(KEY_SPENT_SQL.format("$1", "$2"), key_id, since)
+        return int(spent)
+
+    async def update_key(self, key_id: str, *, name: str | None, policy: KeyPolicy) -> None:
+        await self.pool.execute(
+            "UPDATE api_keys SET name = $1, policy = $2 WHERE id = $3",
+            name,
+            policy_json(policy),
+            key_id,
+        )
 
     async def revoke_keys(self, prefix: str, now: int) -> int:
         status = await self.pool.execute(
@@ -229,21 +297,21 @@ class PostgresStore(PostgresTenants):
     # -- holds and the ledger ----------------------------------------------------------
 
     async def place_hold(self, hold: HoldRequest) -> bool:
-        placed = await self.pool.fetchval(
-            "WITH held AS (UPDATE accounts SET held = held + $5 "
-            "  WHERE id = $2 AND balance - held >= $5 RETURNING id), "
-            "ins AS (INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, "
-            "  expires_at) SELECT $1, id, $3, $4, $5, $6, $7 FROM held RETURNING 1) "
-            "SELECT count(*) FROM ins",
-            hold.hold_id,
-            hold.account_id,
-            hold.key_id,
-            hold.request_id,
-            hold.amount,
-            hold.now,
-            hold.expires_at,
-        )
-        return bool(placed)
+        if hold.key_budget is not None:
+            return await self._place_budgeted_hold(hold, hold.key_budget)
+        return bool(await self.pool.fetchval(_PLACE_HOLD, *_hold_args(hold)))
+
+    async def _place_budgeted_hold(self, hold: HoldRequest, budget: KeyBudget) -> bool:
+        """Under a transaction lock on the key: its holds are placed one at a time, by
+        every process sharing the database."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock($1, hashtext($2))", _KEY_LOCK, hold.key_id
+            )
+            used = await conn.fetchval(KEY_USED_SQL.format("$1", "$2"), hold.key_id, budget.since)
+            if int(used) + hold.amount > budget.limit:
+                raise key_budget_error(budget.limit)
+            return bool(await conn.fetchval(_PLACE_HOLD, *_hold_args(hold)))
 
     async def settle(self, settlements: list[Settlement]) -> None:
         """A whole batch in one statement: ledger entries (a request already charged is
@@ -309,3 +377,20 @@ class PostgresStore(PostgresTenants):
             account_id,
         )
         return None if raw is None else _RECORD.decode(raw)
+
+    # -- the control plane -------------------------------------------------------------
+
+    async def schema_version(self) -> int:
+        async with self.pool.acquire() as conn:
+            if await conn.fetchval("SELECT to_regclass('schema_migrations')") is None:
+                return 0
+            version = await conn.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
+        return int(version)
+
+    async def list_accounts(self, limit: int, after: str | None) -> list[Account]:
+        rows = await self.pool.fetch(
+            f"SELECT {_ACCOUNT} FROM accounts a WHERE a.id > $1 ORDER BY a.id LIMIT $2",
+            after or "",
+            limit,
+        )
+        return [_account(row) for row in rows]

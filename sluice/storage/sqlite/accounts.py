@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from sluice.core.principal import Principal
+from sluice.core.principal import NO_POLICY, KeyPolicy, Principal, policy_from_json, policy_json
 from sluice.errors import ConflictError, NotFoundError
-from sluice.storage.base import Account, KeyInfo
+from sluice.storage.base import KEY_SPENT_SQL, Account, KeyInfo, one_key
 from sluice.storage.sqlite.connection import Row, SqliteBase, Tx
 
 ACCOUNT_COLUMNS = (
@@ -20,6 +20,13 @@ def account_from(row: Row) -> Account:
     return Account(row[0], row[1], bool(row[2]), bool(row[3]), row[4], row[5], row[6], row[7])
 
 
+_KEY_COLUMNS = "id, account_id, prefix, name, created_at, revoked_at, policy"
+
+
+def _key_from(row: Row) -> KeyInfo:
+    return KeyInfo(row[0], row[1], row[2], row[3], row[4], row[5], policy_from_json(row[6]))
+
+
 def account_by_id(tx: Tx, account_id: str) -> Account:
     row = tx.one(f"SELECT {ACCOUNT_COLUMNS} FROM accounts a WHERE a.id = ?", (account_id,))
     assert row is not None
@@ -29,14 +36,15 @@ def account_by_id(tx: Tx, account_id: str) -> Account:
 class SqliteAccounts(SqliteBase):
     async def find_principal(self, key_digest: str) -> Principal | None:
         row = await self.one(
-            "SELECT a.id, a.name, k.id, k.prefix, a.metered, a.is_dev "
+            "SELECT a.id, a.name, k.id, k.prefix, a.metered, a.is_dev, k.policy "
             "FROM api_keys k JOIN accounts a ON a.id = k.account_id "
             "WHERE k.key_digest = ? AND k.revoked_at IS NULL",
             (key_digest,),
         )
         if row is None:
             return None
-        return Principal(row[0], row[1], row[2], row[3], bool(row[4]), bool(row[5]))
+        policy = policy_from_json(row[6])
+        return Principal(row[0], row[1], row[2], row[3], bool(row[4]), bool(row[5]), policy)
 
     async def ensure_account(
         self, account_id: str, name: str, *, metered: bool, is_dev: bool, now: int
@@ -102,22 +110,51 @@ class SqliteAccounts(SqliteBase):
         prefix: str,
         name: str | None,
         now: int,
+        policy: KeyPolicy = NO_POLICY,
     ) -> None:
         await self.write(
             lambda tx: tx.execute(
-                "INSERT INTO api_keys (id, account_id, prefix, key_digest, name, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(key_digest) DO NOTHING",
-                (key_id, account_id, prefix, key_digest, name, now),
+                "INSERT INTO api_keys "
+                "(id, account_id, prefix, key_digest, name, created_at, policy) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key_digest) DO NOTHING",
+                (key_id, account_id, prefix, key_digest, name, now, policy_json(policy)),
             )
         )
 
     async def list_keys(self, account_id: str) -> list[KeyInfo]:
         rows = await self.all(
-            "SELECT id, account_id, prefix, name, created_at, revoked_at FROM api_keys "
-            "WHERE account_id = ? ORDER BY created_at, id",
+            f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE account_id = ? ORDER BY created_at, id",
             (account_id,),
         )
-        return [KeyInfo(*row) for row in rows]
+        return [_key_from(row) for row in rows]
+
+    async def find_key(self, prefix: str) -> KeyInfo | None:
+        rows = await self.all(
+            f"SELECT {_KEY_COLUMNS} FROM api_keys "
+            "WHERE revoked_at IS NULL AND substr(prefix, 1, ?) = ? LIMIT 2",
+            (len(prefix), prefix),
+        )
+        return one_key(prefix, [_key_from(row) for row in rows])
+
+    async def rotate_key(self, key_id: str, *, key_digest: str, prefix: str) -> None:
+        await self.write(
+            lambda tx: tx.execute(
+                "UPDATE api_keys SET key_digest = ?, prefix = ? WHERE id = ?",
+                (key_digest, prefix, key_id),
+            )
+        )
+
+    async def key_spent(self, key_id: str, since: int) -> int:
+        row = await self.one(KEY_SPENT_SQL.format("?", "?"), (key_id, since))
+        return 0 if row is None else int(row[0])
+
+    async def update_key(self, key_id: str, *, name: str | None, policy: KeyPolicy) -> None:
+        await self.write(
+            lambda tx: tx.execute(
+                "UPDATE api_keys SET name = ?, policy = ? WHERE id = ?",
+                (name, policy_json(policy), key_id),
+            )
+        )
 
     async def revoke_keys(self, prefix: str, now: int) -> int:
         return await self.write(
@@ -127,3 +164,10 @@ class SqliteAccounts(SqliteBase):
                 (now, len(prefix), prefix),
             )
         )
+
+    async def list_accounts(self, limit: int, after: str | None) -> list[Account]:
+        rows = await self.all(
+            f"SELECT {ACCOUNT_COLUMNS} FROM accounts a WHERE a.id > ? ORDER BY a.id LIMIT ?",
+            (after or "", limit),
+        )
+        return [account_from(row) for row in rows]

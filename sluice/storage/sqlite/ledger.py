@@ -5,11 +5,13 @@ from __future__ import annotations
 import sqlite3
 
 from sluice.storage.base import (
+    KEY_USED_SQL,
     RECONCILE_SUMS,
     ConstraintViolationError,
     HoldRequest,
     Mismatch,
     Settlement,
+    key_budget_error,
     mismatches,
 )
 from sluice.storage.sqlite.connection import SqliteBase, Tx
@@ -60,6 +62,13 @@ def _reclaim(tx: Tx, now: int) -> int:
 class SqliteLedger(SqliteBase):
     async def place_hold(self, hold: HoldRequest) -> bool:
         def work(tx: Tx) -> bool:
+            budget = hold.key_budget
+            if budget is not None:  # the writer lock serializes every hold
+                row = tx.one(
+                    KEY_USED_SQL.format("?", "?"), (hold.key_id, hold.key_id, budget.since)
+                )
+                if row is not None and int(row[0]) + hold.amount > budget.limit:
+                    raise key_budget_error(budget.limit)
             if not tx.execute(
                 "UPDATE accounts SET held = held + ? WHERE id = ? AND balance - held >= ?",
                 (hold.amount, hold.account_id, hold.amount),

@@ -1,0 +1,124 @@
+"""What an API key carries, as the admin API and the CLI set it (docs/admin.md).
+
+One body shape for creating and for patching a key: a field left out keeps its value,
+``null`` clears it. The policy itself (:class:`~sluice.core.principal.KeyPolicy`) is
+stored with the key and enforced on the request path.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from sluice.core.money import nano_from_usd_text, usd_from_nano
+from sluice.core.principal import BudgetPeriod, KeyPolicy, period_start
+from sluice.errors import InvalidRequestError
+from sluice.storage.base import KeyInfo, Store
+from sluice.wire.chat import ModelName
+
+Text = Annotated[str, msgspec.Meta(max_length=128, pattern=r"^[^\x00-\x1f\x7f]*$")]
+"""Free text a person reads (a label, a metadata value): no control characters."""
+ModelGlob = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=512, pattern=r"^[^\x00-\x1f\x7f]+$")
+]
+PerMinute = Annotated[int, msgspec.Meta(ge=1, le=1_000_000_000)]
+
+
+class KeyChanges(msgspec.Struct, forbid_unknown_fields=True):
+    """``name`` is the older spelling of ``label``; ``expires_at`` is ISO 8601 with a
+    time zone (``2027-01-31T00:00:00Z``)."""
+
+    label: Text | UnsetType | None = UNSET
+    name: Text | UnsetType | None = UNSET
+    models: list[ModelName] | UnsetType | None = UNSET
+    expires_at: str | UnsetType | None = UNSET
+    rpm: PerMinute | UnsetType | None = UNSET
+    tpm: PerMinute | UnsetType | None = UNSET
+    metadata: dict[Text, Text] | UnsetType | None = UNSET
+    budget: str | int | float | UnsetType | None = UNSET
+    """USD per ``budget_period``."""
+    budget_period: BudgetPeriod | UnsetType = UNSET
+
+
+def parse_expiry(text: str) -> int:
+    """Unix seconds of an ISO 8601 time that names its time zone."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidRequestError(
+            f"'{text}' is not an ISO 8601 time.", param="expires_at"
+        ) from None
+    if when.tzinfo is None:
+        raise InvalidRequestError(
+            "Give the time zone of expires_at (for example 2027-01-31T00:00:00Z).",
+            param="expires_at",
+        )
+    return int(when.timestamp())
+
+
+def apply_changes(
+    changes: KeyChanges, label: str | None, policy: KeyPolicy
+) -> tuple[str | None, KeyPolicy]:
+    """The label and policy after ``changes``."""
+    if not isinstance(changes.label, UnsetType):
+        label = changes.label
+    elif not isinstance(changes.name, UnsetType):
+        label = changes.name
+    updates: dict[str, object] = {}
+    if not isinstance(changes.models, UnsetType):
+        updates["models"] = None if changes.models is None else tuple(changes.models)
+    if not isinstance(changes.expires_at, UnsetType):
+        updates["expires_at"] = (
+            None if changes.expires_at is None else parse_expiry(changes.expires_at)
+        )
+    if not isinstance(changes.rpm, UnsetType):
+        updates["rpm"] = changes.rpm
+    if not isinstance(changes.tpm, UnsetType):
+        updates["tpm"] = changes.tpm
+    if not isinstance(changes.metadata, UnsetType):
+        updates["metadata"] = changes.metadata or {}
+    if not isinstance(changes.budget, UnsetType):
+        updates["budget"] = None if changes.budget is None else _budget(changes.budget)
+    if not isinstance(changes.budget_period, UnsetType):
+        updates["budget_period"] = changes.budget_period
+    return label, msgspec.structs.replace(policy, **updates)
+
+
+def _budget(amount: str | int | float) -> int:
+    try:
+        nano = nano_from_usd_text(str(amount))
+    except ValueError as exc:
+        raise InvalidRequestError(f"budget: {exc}.", param="budget") from None
+    if nano < 0:
+        raise InvalidRequestError("A budget cannot be negative.", param="budget")
+    return nano
+
+
+def iso_time(seconds: int | None) -> str | None:
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
+
+
+async def key_doc(store: Store, key: KeyInfo, now: int) -> dict[str, object]:
+    """A key as the admin API and ``--json`` show it (never its secret), with what it
+    spent in its budget's current period."""
+    policy = key.policy
+    spent = await store.key_spent(key.id, period_start(now, policy.budget_period))
+    return {
+        "prefix": key.prefix,
+        "name": key.name,
+        "created_at": key.created_at,
+        "revoked": key.revoked_at is not None,
+        "models": None if policy.models is None else list(policy.models),
+        "expires_at": iso_time(policy.expires_at),
+        "rpm": policy.rpm,
+        "tpm": policy.tpm,
+        "budget": None if policy.budget is None else usd_from_nano(policy.budget),
+        "budget_period": policy.budget_period,
+        "spent": usd_from_nano(spent),
+        "metadata": dict(policy.metadata),
+    }

@@ -1,0 +1,225 @@
+"""``sluice keys``: create, list, update, revoke API keys in the gateway's storage.
+
+A key's policy (allowed models, expiry, its own rate limits, label, metadata) is set at
+creation or later with ``update``; it takes effect on the key's next request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import click
+import msgspec
+from msgspec import UNSET
+
+from sluice.accounts.keys import key_digest, key_prefix, new_key
+from sluice.accounts.policy import KeyChanges, apply_changes, iso_time, key_doc
+from sluice.cli.admin import _run, config_option, home_option
+from sluice.core.principal import NO_POLICY, BudgetPeriod
+from sluice.errors import ApiError
+from sluice.ids import random_id
+from sluice.storage.base import KeyInfo, Store
+
+
+def _policy_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options ``create`` and ``update`` share (``none`` clears one on update)."""
+    for option in reversed(
+        [
+            click.option(
+                "--models", default=None, help="Allowed models, as globs: team/*,my-model."
+            ),
+            click.option("--expires", default=None, help="Expiry, ISO 8601 with a time zone."),
+            click.option("--rpm", default=None, help="Requests per minute for this key."),
+            click.option("--tpm", default=None, help="Tokens per minute for this key."),
+            click.option("--label", "--name", "label", default=None, help="A label for listings."),
+            click.option("--meta", multiple=True, help="Metadata KEY=VALUE (repeatable)."),
+            click.option("--budget", default=None, help="USD the key may spend per period."),
+            click.option(
+                "--budget-period",
+                type=click.Choice(["daily", "weekly", "monthly", "never"]),
+                default=None,
+                help="When the budget starts again (UTC) [never].",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def _changes(
+    *,
+    models: str | None,
+    expires: str | None,
+    rpm: str | None,
+    tpm: str | None,
+    label: str | None,
+    meta: tuple[str, ...],
+    budget: str | None,
+    budget_period: str | None,
+) -> KeyChanges:
+    def given(value: str | None) -> Any:
+        return UNSET if value is None else (None if value == "none" else value)
+
+    def count(value: str | None, name: str) -> Any:
+        value = given(value)
+        if isinstance(value, str):
+            if not value.isdigit() or int(value) < 1:
+                raise click.BadParameter(f"{name} must be a whole number of at least 1")
+            return int(value)
+        return value
+
+    model_list = given(models)
+    metadata: Any = UNSET
+    if meta:
+        pairs = [m.partition("=") for m in meta]
+        if any(not sep or not k for k, sep, _ in pairs):
+            raise click.BadParameter("--meta takes KEY=VALUE")
+        metadata = {k: v for k, _, v in pairs}
+    return KeyChanges(
+        label=given(label),
+        models=[m.strip() for m in model_list.split(",")]
+        if isinstance(model_list, str)
+        else model_list,
+        expires_at=given(expires),
+        rpm=count(rpm, "--rpm"),
+        tpm=count(tpm, "--tpm"),
+        metadata=metadata,
+        budget=given(budget),
+        budget_period=UNSET if budget_period is None else cast(BudgetPeriod, budget_period),
+    )
+
+
+def _describe(key: KeyInfo) -> str:
+    policy = key.policy
+    parts = [f"{key.prefix}…", key.name or "-", "revoked" if key.revoked_at else "live"]
+    if policy.models is not None:
+        parts.append("models=" + ",".join(policy.models))
+    if policy.expires_at is not None:
+        parts.append(f"expires={iso_time(policy.expires_at)}")
+    parts += [f"{k}={v}" for k, v in (("rpm", policy.rpm), ("tpm", policy.tpm)) if v]
+    return "  ".join(parts)
+
+
+@click.group()
+def keys() -> None:
+    """API keys (stored hashed; only a short prefix stays readable)."""
+
+
+@keys.command("create")
+@click.option("--account", "account_name", required=True, help="The account the key uses.")
+@_policy_options
+@config_option
+@home_option
+def keys_create(
+    account_name: str, config_path: Path | None, home: str | None, **options: Any
+) -> None:
+    """Create a key and print it (the only time it is shown)."""
+    key = new_key(os.urandom(32))
+    try:
+        label, policy = apply_changes(_changes(**options), None, NO_POLICY)
+    except ApiError as err:
+        raise click.BadParameter(err.message) from None
+
+    async def work(store: Store) -> None:
+        account = await store.get_account(account_name)
+        if account is None:
+            raise click.ClickException(f"no account named {account_name!r}")
+        await store.add_key(
+            random_id("key"),
+            account_id=account.id,
+            key_digest=key_digest(key),
+            prefix=key_prefix(key),
+            name=label,
+            now=int(time.time()),
+            policy=policy,
+        )
+
+    _run(config_path, home, work)
+    click.echo(key)
+
+
+@keys.command("update")
+@click.argument("prefix")
+@_policy_options
+@config_option
+@home_option
+def keys_update(prefix: str, config_path: Path | None, home: str | None, **options: Any) -> None:
+    """Change the policy of the live key starting with PREFIX (`none` clears a value)."""
+    changes = _changes(**options)
+
+    async def work(store: Store) -> dict[str, object]:
+        found = await store.find_key(prefix)
+        if found is None:
+            raise click.ClickException(f"no live key starts with {prefix!r}")
+        label, policy = apply_changes(changes, found.name, found.policy)
+        await store.update_key(found.id, name=label, policy=policy)
+        updated = msgspec.structs.replace(found, name=label, policy=policy)
+        return await key_doc(store, updated, int(time.time()))
+
+    try:
+        doc = _run(config_path, home, work)
+    except ApiError as err:
+        raise click.ClickException(err.message) from None
+    click.echo(json.dumps(doc))
+
+
+@keys.command("rotate")
+@click.argument("prefix")
+@config_option
+@home_option
+def keys_rotate(prefix: str, config_path: Path | None, home: str | None) -> None:
+    """A new secret for the live key starting with PREFIX (same policy, same spend);
+    the old secret stops working. Prints the new key (the only time it is shown)."""
+    key = new_key(os.urandom(32))
+
+    async def work(store: Store) -> None:
+        found = await store.find_key(prefix)
+        if found is None:
+            raise click.ClickException(f"no live key starts with {prefix!r}")
+        await store.rotate_key(found.id, key_digest=key_digest(key), prefix=key_prefix(key))
+
+    try:
+        _run(config_path, home, work)
+    except ApiError as err:
+        raise click.ClickException(err.message) from None
+    click.echo(key)
+
+
+@keys.command("list")
+@click.option("--account", "account_name", required=True)
+@config_option
+@home_option
+def keys_list(account_name: str, config_path: Path | None, home: str | None) -> None:
+    """The account's keys by prefix (never the keys themselves)."""
+
+    async def work(store: Store) -> list[str]:
+        account = await store.get_account(account_name)
+        if account is None:
+            raise click.ClickException(f"no account named {account_name!r}")
+        return [_describe(k) for k in await store.list_keys(account.id)]
+
+    for line in _run(config_path, home, work):
+        click.echo(line)
+
+
+@keys.command("revoke")
+@click.argument("prefix")
+@config_option
+@home_option
+def keys_revoke(prefix: str, config_path: Path | None, home: str | None) -> None:
+    """Revoke every live key starting with PREFIX (at least `sk-sluice-` + 4 characters)."""
+    if len(prefix) < len("sk-sluice-") + 4:
+        raise click.BadParameter("give at least `sk-sluice-` and 4 more characters")
+
+    async def work(store: Store) -> int:
+        return await store.revoke_keys(prefix, int(time.time()))
+
+    count = _run(config_path, home, work)
+    if count == 0:
+        raise click.ClickException(f"no live key starts with {prefix!r}")
+    click.echo(f"revoked {count} key{'s' if count > 1 else ''}")

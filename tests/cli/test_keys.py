@@ -1,0 +1,73 @@
+"""``sluice keys create|update|list`` set a key's policy in the gateway's own database;
+the running gateway enforces it on the key's next request."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from sluice.cli.main import main
+from tests.support.gateway import running_gateway
+from tests.support.raw_http import exchange, get, post
+
+BODY = json.dumps({"model": "other/model", "messages": [{"role": "user", "content": "x"}]})
+
+
+async def cli(*args: str) -> Result:
+    """The CLI in a thread: it runs its own event loop."""
+    return await asyncio.to_thread(CliRunner().invoke, main, list(args))
+
+
+async def test_create_update_and_list_a_keys_policy(tmp_path: Path) -> None:
+    home = str(tmp_path / "home")
+    async with running_gateway(Path(home)) as gw:
+        made = await cli("accounts", "create", "team", "--credits", "1", "--home", home)
+        assert made.exit_code == 0, made.output
+        created = await cli(
+            "keys", "create", "--account", "team", "--models", "demo/*", "--rpm", "5",
+            "--label", "ci", "--meta", "team=search", "--home", home,
+        )  # fmt: skip
+        assert created.exit_code == 0, created.output
+        key = created.output.strip().splitlines()[-1]
+        refused = await exchange(gw.host, gw.port, post("/v1/chat/completions", BODY.encode(), key))
+        updated = await cli(
+            "keys", "update", key[:16], "--models", "none", "--expires", "2099-01-01T00:00:00Z",
+            "--home", home,
+        )  # fmt: skip
+        listed = await cli("keys", "list", "--account", "team", "--home", home)
+        bad = await cli("keys", "update", key[:16], "--rpm", "0", "--home", home)
+        budgeted = await cli(
+            "keys", "update", key[:16], "--budget", "2.5", "--budget-period", "monthly",
+            "--home", home,
+        )  # fmt: skip
+        rotated = await cli("keys", "rotate", key[:16], "--home", home)
+        new = rotated.output.strip().splitlines()[-1]
+        served = await exchange(gw.host, gw.port, get("/v1/models", new))
+        after = await cli("keys", "list", "--account", "team", "--home", home)
+    assert refused.status == 403 and refused.json()["error"]["code"] == "model_not_allowed"
+    assert updated.exit_code == 0, updated.output
+    doc = json.loads(updated.output)
+    assert (doc["models"], doc["rpm"], doc["expires_at"], doc["name"], doc["metadata"]) == (
+        None,
+        5,
+        "2099-01-01T00:00:00Z",
+        "ci",
+        {"team": "search"},
+    )
+    assert key not in listed.output
+    assert "rpm=5" in listed.output and "expires=2099-01-01T00:00:00Z" in listed.output
+    assert bad.exit_code == 2 and "at least 1" in bad.output
+    assert budgeted.exit_code == 0, budgeted.output
+    assert (
+        json.loads(budgeted.output)["budget"],
+        json.loads(budgeted.output)["budget_period"],
+    ) == (
+        2.5,
+        "monthly",
+    )
+    assert rotated.exit_code == 0 and new.startswith("sk-sluice-") and new != key
+    assert served.status == 200
+    assert new[:14] in after.output and key[:14] not in after.output

@@ -1,0 +1,103 @@
+"""A key whose budget covers 10 holds, 100 requests at once: exactly 10 are admitted,
+what the key spends stays within its budget and the ledger reconciles; on one gateway
+over SQLite and across two gateway processes sharing PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from sluice.core.principal import KeyPolicy
+from sluice.storage.base import Store
+from sluice.storage.factory import open_store
+from tests.server.test_money import BODY, HOLD, USD
+from tests.support.accounts import metered_key
+from tests.support.databases import fresh_postgres
+from tests.support.fake_openai import chunk, text_stream
+from tests.support.fake_upstream import FakeUpstream, Reply, WaitFor
+from tests.support.gateway import openai_connection_toml
+from tests.support.process import gateway_process
+from tests.support.raw_http import RawClient, post
+
+REQUESTS = 100
+COVERED = 10
+
+
+@asynccontextmanager
+async def database(kind: str, tmp_path: Path) -> AsyncIterator[str]:
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shared.db'}"
+        return
+    async with fresh_postgres() as dsn:
+        yield dsn
+
+
+@pytest.mark.parametrize(("kind", "replicas"), [("sqlite", 1), ("postgres", 2)])
+async def test_a_key_budget_admits_exactly_what_it_covers(
+    tmp_path: Path, fake: FakeUpstream, kind: str, replicas: int
+) -> None:
+    release = asyncio.Event()
+    usage = {"prompt_tokens": 40, "completion_tokens": 3, "total_tokens": 43}
+    fake.default = Reply.stream(
+        chunk(role="assistant", content=""), WaitFor(release), *text_stream("a", usage=usage)[1:]
+    )
+    async with database(kind, tmp_path) as url:
+        store: Store = await open_store(url)
+        try:
+            policy = KeyPolicy(budget=COVERED * HOLD, budget_period="monthly")
+            key = await metered_key(store, "team", 1000 * USD, policy)
+            config = f'[storage]\nurl = "{url}"\n[server]\nsse_keepalive_interval = 0\n'
+            statuses = await _race(
+                tmp_path,
+                config + openai_connection_toml(fake.base_url),
+                key,
+                fake,
+                release,
+                replicas,
+            )
+            # the gateways have stopped: every settlement is written
+            spent = await store.key_spent("key_team", 0)
+            account = await store.get_account("team")
+            mismatches = await store.reconcile()
+        finally:
+            await store.close()
+    assert statuses.count(200) == COVERED and statuses.count(402) == REQUESTS - COVERED
+    assert len(fake.requests) == COVERED
+    assert 0 < spent <= COVERED * HOLD
+    assert account is not None and account.held == 0
+    assert account.balance == 1000 * USD - spent
+    assert mismatches == []
+
+
+async def _race(
+    tmp_path: Path,
+    config: str,
+    key: str,
+    fake: FakeUpstream,
+    release: asyncio.Event,
+    replicas: int,
+) -> list[int]:
+    async with AsyncExitStack() as stack:
+        gateways = [
+            await stack.enter_async_context(gateway_process(tmp_path / f"gw{n}", config))
+            for n in range(replicas)
+        ]
+
+        async def send(n: int) -> int:
+            gw = gateways[n % replicas]
+            client = await RawClient.connect(gw.host, gw.port)
+            try:
+                await client.send(post("/v1/chat/completions", BODY, key))
+                return (await client.read_response()).status
+            finally:
+                await client.close()
+
+        tasks = [asyncio.ensure_future(send(n)) for n in range(REQUESTS)]
+        while len(fake.requests) + sum(t.done() for t in tasks) < REQUESTS:
+            await asyncio.sleep(0.02)  # every request admitted (waiting) or refused
+        release.set()
+        return list(await asyncio.gather(*tasks))

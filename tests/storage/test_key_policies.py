@@ -1,0 +1,74 @@
+"""A key's policy is stored with it, read back with its principal, found by prefix and
+replaced in place; on both backends."""
+
+from __future__ import annotations
+
+import pytest
+
+from sluice.accounts.keys import key_digest, key_prefix, new_key
+from sluice.core.principal import NO_POLICY, KeyPolicy
+from sluice.errors import ConflictError
+from sluice.storage.base import Store
+
+POLICY = KeyPolicy(
+    models=("openai/*", "test/gpt-fake"),
+    expires_at=1_900_000_000,
+    rpm=60,
+    tpm=None,
+    metadata={"team": "search", "user": "ana"},
+)
+
+
+async def _key(store: Store, seed: int, policy: KeyPolicy = NO_POLICY) -> str:
+    account = await store.get_account("team")
+    if account is None:
+        account = await store.create_account("acct_t", "team", metered=True, credits=0, now=1)
+    key = new_key(bytes([seed]) * 32)
+    await store.add_key(
+        f"key_{seed}",
+        account_id=account.id,
+        key_digest=key_digest(key),
+        prefix=key_prefix(key),
+        name="ci",
+        now=2,
+        policy=policy,
+    )
+    return key
+
+
+async def test_a_policy_round_trips_with_its_principal(store: Store) -> None:
+    key = await _key(store, 1, POLICY)
+    plain = await _key(store, 2)
+    principal = await store.find_principal(key_digest(key))
+    other = await store.find_principal(key_digest(plain))
+    assert principal is not None and other is not None
+    assert principal.policy == POLICY
+    assert other.policy == NO_POLICY
+    listed = {k.id: k.policy for k in await store.list_keys(principal.account_id)}
+    assert listed == {"key_1": POLICY, "key_2": NO_POLICY}
+
+
+async def test_find_key_by_prefix_and_replace_its_policy(store: Store) -> None:
+    key = await _key(store, 3)
+    found = await store.find_key(key_prefix(key))
+    assert found is not None and found.id == "key_3" and found.policy == NO_POLICY
+    await store.update_key("key_3", name="renamed", policy=POLICY)
+    again = await store.find_key(key_prefix(key)[:14])
+    principal = await store.find_principal(key_digest(key))
+    assert again is not None and (again.name, again.policy) == ("renamed", POLICY)
+    assert principal is not None and principal.policy == POLICY
+    assert await store.find_key("sk-sluice-zzzz") is None
+
+
+async def test_a_prefix_two_live_keys_share_is_ambiguous(store: Store) -> None:
+    await _key(store, 4)
+    await _key(store, 5)
+    with pytest.raises(ConflictError) as info:
+        await store.find_key("sk-sluice-")
+    assert info.value.code == "ambiguous_key_prefix"
+
+
+async def test_a_revoked_key_is_not_found(store: Store) -> None:
+    key = await _key(store, 6)
+    assert await store.revoke_keys(key_prefix(key), now=3) == 1
+    assert await store.find_key(key_prefix(key)) is None
