@@ -13,6 +13,7 @@ from sluice.cli.init import init_command
 from sluice.cli.keys import keys
 from sluice.cli.reload import reload_command
 from sluice.cli.replay import replay_command
+from sluice.cli.requests import requests
 from sluice.cli.serve import serve
 
 
@@ -38,3 +39,4 @@ main.add_command(accounts)
 accounts.add_command(accounts_list)
 main.add_command(keys)
 main.add_command(ledger)
+main.add_command(requests)

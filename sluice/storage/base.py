@@ -204,6 +204,24 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     tool call (``{kind, choice, upstream_index, index}``)."""
 
 
+class RequestFilters(msgspec.Struct, frozen=True, kw_only=True):
+    """Which request-log rows a listing keeps; ``None`` keeps any. ``model`` matches the
+    requested or the served model; ``since`` is inclusive, ``until`` exclusive (Unix
+    seconds of ``created_at``)."""
+
+    account_id: str | None = None
+    key_id: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    status: str | None = None
+    since: int | None = None
+    until: int | None = None
+
+
+RequestPosition = tuple[int, str]
+"""Where a request-log listing stopped: the last row's ``(created_at, id)``."""
+
+
 class StoredConnection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """An account's own upstream connection (its key is stored apart, encrypted)."""
 
@@ -332,6 +350,13 @@ class Store(Protocol):
 
     async def get_request(self, request_id: str, account_id: str) -> RequestRecord | None:
         """The row, only if it belongs to ``account_id`` (one query, ownership included)."""
+        ...
+
+    async def list_requests(
+        self, filters: RequestFilters, limit: int, after: RequestPosition | None
+    ) -> list[RequestRecord]:
+        """Up to ``limit`` rows that pass ``filters``, newest first by ``(created_at, id)``,
+        those before position ``after`` (from the newest when None)."""
         ...
 
     # -- the control plane -------------------------------------------------------------

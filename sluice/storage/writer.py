@@ -72,6 +72,13 @@ class WriteBehind:
         while request_id in self._pending_ids:
             await self._batch_written.wait()
 
+    async def flush_logged(self) -> None:
+        """Read-your-writes for a listing: wait until every request-log row queued so far
+        is written (rows queued meanwhile are not waited for)."""
+        queued = set(self._pending_ids)
+        while not queued.isdisjoint(self._pending_ids):
+            await self._batch_written.wait()
+
     async def close(self) -> None:
         self._closing = True
         self._wake.set()

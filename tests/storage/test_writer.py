@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sluice.storage.base import HoldRequest, RequestRecord, Settlement
+from sluice.storage.base import HoldRequest, RequestFilters, RequestRecord, Settlement
 from sluice.storage.sqlite import SqliteStore
 from sluice.storage.writer import WriteBehind
 
@@ -46,6 +46,33 @@ async def test_a_logged_request_can_be_read_back_under_steady_load(tmp_path: Pat
         await writer.close()
         await store.close()
     assert found is not None and found.id == "req_mine"
+
+
+async def test_a_listing_sees_every_row_queued_before_it_under_steady_load(
+    tmp_path: Path,
+) -> None:
+    store = BusyStore(tmp_path / "db.sqlite")
+    await store.open()
+    await store.migrate()
+    writer = WriteBehind(store, time.time, interval=0.001)
+    writer.start()
+    counter = itertools.count()
+
+    def record(request_id: str) -> RequestRecord:
+        return RequestRecord(id=request_id, account_id="acct_t", key_id="key_1", created_at=1)
+
+    store.during_write = lambda: writer.log(record(f"req_bg{next(counter)}"))
+    try:
+        for n in range(5):
+            writer.log(record(f"req_mine{n}"))
+        async with asyncio.timeout(5):
+            await writer.flush_logged()
+        found = {r.id for r in await store.list_requests(RequestFilters(), 500, None)}
+    finally:
+        store.during_write = lambda: None
+        await writer.close()
+        await store.close()
+    assert {f"req_mine{n}" for n in range(5)} <= found
 
 
 async def test_a_batch_with_a_refused_row_still_lands_its_other_rows(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ advisory lock, so replicas starting together apply each one once.
 from __future__ import annotations
 
 import asyncpg
-import msgspec
 
 from sluice.core.principal import NO_POLICY, KeyPolicy, Principal, policy_from_json, policy_json
 from sluice.errors import ConfigError, ConflictError, NotFoundError
@@ -24,15 +23,13 @@ from sluice.storage.base import (
     KeyBudget,
     KeyInfo,
     Mismatch,
-    RequestRecord,
     Settlement,
     key_budget_error,
     mismatches,
     one_key,
 )
 from sluice.storage.migrations import migration_scripts
-from sluice.storage.postgres.jsonb import jsonb_text
-from sluice.storage.postgres.tenants import PostgresTenants
+from sluice.storage.postgres.requests import PostgresRequests
 
 _KEY_COLUMNS = "id, account_id, prefix, name, created_at, revoked_at, policy"
 _MIGRATION_LOCK = 0x5111CE  # advisory lock id taken while migrating
@@ -93,15 +90,13 @@ UPDATE accounts a SET balance = a.balance - c.total, held = a.held - COALESCE(r.
 FROM charges c LEFT JOIN releases r USING (account_id)
 WHERE a.id = c.account_id
 """
-_RECORD = msgspec.json.Decoder(RequestRecord)
-_ENCODER = msgspec.json.Encoder()
 
 
 def _account(row: asyncpg.Record) -> Account:
     return Account(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
 
 
-class PostgresStore(PostgresTenants):
+class PostgresStore(PostgresRequests):
     def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10) -> None:
         self._dsn = dsn
         self._min = min_size
@@ -356,27 +351,6 @@ class PostgresStore(PostgresTenants):
             f"SELECT a.name, a.balance, {RECONCILE_SUMS} FROM accounts a ORDER BY a.name"
         )
         return mismatches([(row[0], *(int(v) for v in row[1:])) for row in rows])
-
-    # -- request log -------------------------------------------------------------------
-
-    async def write_requests(self, records: list[RequestRecord]) -> None:
-        try:
-            await self.pool.executemany(
-                "INSERT INTO request_log (id, account_id, created_at, record) "
-                "VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT (id) DO UPDATE SET record = "
-                "EXCLUDED.record",
-                [(r.id, r.account_id, r.created_at, jsonb_text(r)) for r in records],
-            )
-        except asyncpg.DataError as exc:
-            raise ConstraintViolationError(str(exc)) from None
-
-    async def get_request(self, request_id: str, account_id: str) -> RequestRecord | None:
-        raw = await self.pool.fetchval(
-            "SELECT record::text FROM request_log WHERE id = $1 AND account_id = $2",
-            request_id,
-            account_id,
-        )
-        return None if raw is None else _RECORD.decode(raw)
 
     # -- the control plane -------------------------------------------------------------
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from sluice.storage.base import RequestRecord
+from sluice.storage.base import RequestFilters, RequestPosition, RequestRecord
+from sluice.storage.request_query import SQLITE, list_requests_query
 from sluice.storage.sqlite.connection import SqliteBase
 
 _RECORD = msgspec.json.Decoder(RequestRecord)
@@ -28,3 +29,9 @@ class SqliteRequests(SqliteBase):
             (request_id, account_id),
         )
         return None if row is None else _RECORD.decode(row[0])
+
+    async def list_requests(
+        self, filters: RequestFilters, limit: int, after: RequestPosition | None
+    ) -> list[RequestRecord]:
+        sql, args = list_requests_query(SQLITE, filters, limit, after)
+        return [_RECORD.decode(row[0]) for row in await self.all(sql, args)]

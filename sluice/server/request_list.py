@@ -1,0 +1,168 @@
+"""``GET /v1/requests`` (an API key: its own account's requests, the account taken from
+the key, never from a parameter) and ``GET /admin/requests`` (the admin key: every
+account's, ``account=`` to pick one by name).
+
+Newest first by ``(created_at, id)``, a page at a time (:mod:`~sluice.server.pages`);
+``format=csv`` or ``format=jsonl`` answers the same page as an export, its next cursor
+in the ``x-next-cursor`` header. Rows queued by the write-behind log are written first,
+so a listing shows every request that finished before it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from sluice.errors import InvalidRequestError
+from sluice.exchange.heads import JSON
+from sluice.server.admin import authorize
+from sluice.server.admin_common import find_account
+from sluice.server.pages import decode_cursor, encode_cursor, page_limit, query_params
+from sluice.storage.base import RequestFilters, RequestRecord
+
+if TYPE_CHECKING:
+    from sluice.server.app import Call, Gateway
+
+LIST_PATH = "/v1/requests"
+ADMIN_LIST_PATH = "/admin/requests"
+CSV_COLUMNS = (
+    "id",
+    "created_at",
+    "account_id",
+    "key_id",
+    "requested_model",
+    "served_model",
+    "provider",
+    "connection",
+    "status",
+    "http_status",
+    "finish_reason",
+    "stream",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "cost",
+    "duration_ms",
+    "ttft_ms",
+    "error_type",
+    "error_code",
+)
+"""The CSV export's columns, in this order, whatever the record gains later."""
+
+_TEXT_FILTERS = (("status", "status"), ("model", "model"), ("provider", "provider"))
+_PARAMS = ("limit", "cursor", "format", "status", "model", "provider", "key", "since", "until")
+_ADMIN_PARAMS = (*_PARAMS, "account")
+_SECONDS = re.compile(r"[0-9]{1,12}")
+_MAX_TEXT = 256
+_FORMULA = ("=", "+", "@", "\t", "\r")
+_ENCODER = msgspec.json.Encoder()
+_CSV_TYPE = ("content-type", "text/csv; charset=utf-8")
+_JSONL_TYPE = ("content-type", "application/x-ndjson")
+
+
+class RequestCursor(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """Where a request listing stopped: the last row's ``created_at`` and id."""
+
+    created_at: int
+    id: str
+
+
+async def own_requests(gw: Gateway, call: Call) -> None:
+    """``GET /v1/requests``: the calling key's account only."""
+    assert call.principal is not None
+    params = query_params(call.request.query, _PARAMS)
+    await _send_page(gw, call, params, call.principal.account_id)
+
+
+async def all_requests(gw: Gateway, call: Call) -> None:
+    """``GET /admin/requests``: every account's, or ``account=``'s."""
+    authorize(gw, call)
+    params = query_params(call.request.query, _ADMIN_PARAMS)
+    name = params.get("account")
+    account_id = None if name is None else (await find_account(gw, name)).id
+    await _send_page(gw, call, params, account_id)
+
+
+def request_filters(params: dict[str, str], account_id: str | None) -> RequestFilters:
+    """The filters of a listing's query parameters; 400 for a malformed one."""
+    text = {field: _text(params, name) for name, field in _TEXT_FILTERS}
+    return RequestFilters(
+        account_id=account_id,
+        key_id=_text(params, "key"),
+        since=_seconds(params, "since"),
+        until=_seconds(params, "until"),
+        **text,
+    )
+
+
+async def _send_page(
+    gw: Gateway, call: Call, params: dict[str, str], account_id: str | None
+) -> None:
+    limit = page_limit(params.get("limit"))
+    cursor = params.get("cursor")
+    position = None if cursor is None else decode_cursor(cursor, RequestCursor)
+    after = None if position is None else (position.created_at, position.id)
+    export = params.get("format", "json")
+    if export not in ("json", "csv", "jsonl"):
+        raise InvalidRequestError(
+            "format is json, csv or jsonl.", code="invalid_format", param="format"
+        )
+    filters = request_filters(params, account_id)
+    await gw.writer.flush_logged()
+    found = await gw.store.list_requests(filters, limit + 1, after)
+    page = found[:limit]
+    more = len(found) > limit
+    next_cursor = encode_cursor(RequestCursor(page[-1].created_at, page[-1].id)) if more else None
+    if export == "json":
+        doc = {"object": "list", "data": page, "has_more": more, "next_cursor": next_cursor}
+        await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(doc))
+        return
+    headers = [*call.headers, _CSV_TYPE if export == "csv" else _JSONL_TYPE]
+    if next_cursor is not None:
+        headers.append(("x-next-cursor", next_cursor))
+    body = csv_text(page).encode() if export == "csv" else jsonl_bytes(page)
+    await call.writer.send(200, headers, body)
+
+
+def csv_text(records: list[RequestRecord]) -> str:
+    """A header of :data:`CSV_COLUMNS`, then one line per record."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for record in records:
+        writer.writerow([_cell(getattr(record, column)) for column in CSV_COLUMNS])
+    return out.getvalue()
+
+
+def jsonl_bytes(records: list[RequestRecord]) -> bytes:
+    """One record per line, each as ``GET /v1/requests/{id}`` returns it."""
+    return b"".join(_ENCODER.encode(record) + b"\n" for record in records)
+
+
+def _cell(value: object) -> str:
+    """A CSV cell; text a spreadsheet would run as a formula is quoted with ``'``."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value)
+    return "'" + text if text.startswith(_FORMULA) else text
+
+
+def _text(params: dict[str, str], name: str) -> str | None:
+    value = params.get(name)
+    if value is not None and not 0 < len(value) <= _MAX_TEXT:
+        raise InvalidRequestError(f"{name} must be 1 to {_MAX_TEXT} characters.", param=name)
+    return value
+
+
+def _seconds(params: dict[str, str], name: str) -> int | None:
+    value = params.get(name)
+    if value is not None and not _SECONDS.fullmatch(value):
+        raise InvalidRequestError(f"{name} must be Unix seconds (a whole number).", param=name)
+    return None if value is None else int(value)
