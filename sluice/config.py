@@ -200,13 +200,30 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     speaks HTTPS only (TLS 1.2 or later, HTTP/1.1). docs/deploy.md."""
     tls_key: str | None = None
     """PEM private key (unencrypted) of ``tls_cert``."""
+    metrics_listen: str | None = None
+    """``host:port`` (IPv6 in brackets) of a second, plain-HTTP listener serving only
+    ``GET /metrics``, without a key, for a scraper on a private address."""
 
     def __post_init__(self) -> None:
+        if self.metrics_listen is not None:
+            listen_address(self.metrics_listen)  # a bad one fails here, named
         if (self.tls_cert is None) != (self.tls_key is None):
             given, missing = (
                 ("tls_cert", "tls_key") if self.tls_key is None else ("tls_key", "tls_cert")
             )
             raise ValueError(f"`{given}` is set but `{missing}` is not: HTTPS needs both")
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port`` as (host, port); :class:`ValueError` naming why not."""
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"`metrics_listen` {text!r}: put an IPv6 address in brackets")
+    if not sep or not host or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"`metrics_listen` {text!r} is not host:port (a port 0-65535)")
+    return host, int(port)
 
 
 class RoutingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -109,9 +109,9 @@ def path_matrix(protected: list[str], dev_key: str, admin_key: str, wrong_key: s
     out = []
     n = 0
     for base in protected:
-        admin = base.startswith("/admin/")
-        # on admin paths the dev key is a valid key, and not the admin key; on /v1 paths
-        # the admin key is not an API key
+        admin = base.startswith("/admin/") or base == "/metrics"
+        # on admin paths and /metrics the dev key is a valid key, and not the admin key;
+        # on /v1 paths the admin key is not an API key
         wrong_right = ("the dev key", f"Authorization: Bearer {dev_key}\r\n")
         other = ("the admin key", f"Authorization: Bearer {admin_key}\r\n")
         for variant in path_variants(base):

@@ -242,7 +242,7 @@ async def run(ctx: Context) -> Outcome:
                         kind = "streamed" if stream else "whole"
                         out.leaking.append(f"{t.name} {what} ({kind})")
             responses += await _lookups(gw, admin, found, chats)
-            metrics = await call(gw, "GET", "/metrics", gw.key)
+            metrics = await call(gw, "GET", "/metrics", admin)  # operators only
         out.places["chat responses (bodies, headers)"] = [text_of(r) for r, _ in chats]
         out.places["request log and admin API"] = [text_of(r) for r in responses]
         out.redacted = sum(r.body.count(b"[redacted]") for r, _ in chats)

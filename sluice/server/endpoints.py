@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from sluice.errors import NotFoundError
+from sluice.errors import AuthenticationError, NotFoundError, PermissionDeniedError
 from sluice.exchange.heads import JSON
+from sluice.server.admin import authorize
 from sluice.server.responses import PROMETHEUS
 
 if TYPE_CHECKING:
@@ -28,7 +29,26 @@ async def models(gw: Gateway, call: Call) -> None:
 
 
 async def metrics(gw: Gateway, call: Call) -> None:
+    """``GET /metrics``: for operators, with the admin key (404 while the admin API is
+    off); an API key is refused with 403. ``[server] metrics_listen`` serves it keyless."""
+    try:
+        authorize(gw, call)
+    except AuthenticationError:
+        if await _is_api_key(gw, call.request.headers.get("authorization")):
+            raise PermissionDeniedError(
+                "/metrics needs the admin key; an API key cannot read it.",
+                code="admin_key_required",
+            ) from None
+        raise
     await call.writer.send(200, [*call.headers, PROMETHEUS], gw.services.metrics.render())
+
+
+async def _is_api_key(gw: Gateway, header: str | None) -> bool:
+    try:
+        await gw.auth.authenticate(header)
+    except AuthenticationError:
+        return False
+    return True
 
 
 async def request_log(gw: Gateway, call: Call) -> None:

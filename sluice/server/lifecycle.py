@@ -1,5 +1,5 @@
 """Starting and stopping a whole gateway: storage, development key, upstream client,
-listening socket."""
+listening socket (and the scrape listener of ``[server] metrics_listen``)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from collections.abc import Callable
 import msgspec
 
 from sluice.accounts.dev_key import DevKey, ensure_dev_key
+from sluice.config import listen_address
 from sluice.ids import IdFactory, random_id
 from sluice.server.app import Gateway
 from sluice.server.compose import create_app
 from sluice.server.listener import Listener, listen
 from sluice.server.reload import SettingsSource
+from sluice.server.scrape import Scrape
 from sluice.server.tls import server_tls
 from sluice.settings import Settings
 from sluice.storage.factory import open_store
@@ -27,6 +29,8 @@ class RunningGateway(msgspec.Struct):
     host: str
     port: int
     scheme: str = "http"
+    scrape: Listener | None = None
+    """The ``metrics_listen`` listener, if configured."""
 
     @property
     def base_url(self) -> str:
@@ -65,16 +69,32 @@ async def start_gateway(
             settings.server.port,
             tls=tls,
         )
+        scrape = None
+        if settings.server.metrics_listen is not None:
+            scrape = await _listen_scrape(gateway, settings.server.metrics_listen, listener)
     except BaseException:
         await gateway.close()
         await store.close()
         raise
     host, port = listener.address
-    return RunningGateway(gateway, listener, dev_key, host, port, "https" if tls else "http")
+    scheme = "https" if tls else "http"
+    return RunningGateway(gateway, listener, dev_key, host, port, scheme, scrape)
+
+
+async def _listen_scrape(gateway: Gateway, address: str, main: Listener) -> Listener:
+    """The plain-HTTP ``/metrics`` listener; if it cannot open, the main one closes."""
+    host, port = listen_address(address)
+    try:
+        return await listen(Scrape(gateway).handle, gateway.limits, gateway.refused, host, port)
+    except BaseException:
+        await main.stop(0)
+        raise
 
 
 async def stop_gateway(running: RunningGateway, grace: float = 5.0) -> None:
     running.gateway.stop_draining()  # requests cut by the stop are not the client leaving
     await running.listener.stop(grace)
+    if running.scrape is not None:
+        await running.scrape.stop(0)
     await running.gateway.close()
     await running.gateway.store.close()

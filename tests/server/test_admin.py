@@ -127,8 +127,8 @@ async def test_an_accounts_own_connection_serves_only_that_account(
         team = await gw.gateway.store.get_account("team")
         assert team is not None
         raw_rows = await gw.gateway.store.account_connections(team.id)
-        metrics = (await exchange(gw.host, gw.port, get("/metrics", gw.dev_key.key))).body
-    # any key may read /metrics: an account's own connection is not named there
+        metrics = (await admin(gw, "GET", "/metrics")).body
+    # an account's own connection is not named in /metrics
     assert b"conn_team_openai" not in metrics
     assert b'connection="account-owned",outcome="served"} 1.0' in metrics
     assert saved.status == 200 and saved.json()["has_api_key"] is True

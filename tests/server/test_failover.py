@@ -372,7 +372,8 @@ async def test_metrics_show_attempts_breaker_states_and_first_tokens(
 ) -> None:
     a, b = pair
     a.default = Reply.json({"error": {"message": "down"}}, status=502)
-    async with running_gateway(tmp_path, config(a, b)) as gw:
+    admin = "admin-" + "m" * 40
+    async with running_gateway(tmp_path, config(a, b), env={"SLUICE_ADMIN_KEY": admin}) as gw:
         assert gw.dev_key is not None
         for _ in range(4):
             await exchange(gw.host, gw.port, post("/v1/chat/completions", BODY, gw.dev_key.key))
@@ -380,10 +381,7 @@ async def test_metrics_show_attempts_breaker_states_and_first_tokens(
         resp = await exchange(
             gw.host,
             gw.port,
-            (
-                f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {gw.dev_key.key}"
-                "\r\n\r\n"
-            ).encode(),
+            f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {admin}\r\n\r\n".encode(),
         )
     assert unauthorized.status == 401
     text = resp.body.decode()

@@ -259,7 +259,7 @@ async def test_metrics_carry_on_across_a_reload_labelled_by_the_new_connections(
         await rewrite(path, renamed)
         assert (await reload(gw)).status == 200
         await chat(gw)
-        scraped = (await exchange(gw.host, gw.port, get("/metrics", gw.dev_key.key))).body
+        scraped = (await exchange(gw.host, gw.port, get("/metrics", ADMIN))).body
     text = scraped.decode()
     assert 'sluice_requests_total{path="/v1/chat/completions",status="200"} 2.0' in text
     assert 'sluice_upstream_attempts_total{connection="conn_fake",outcome="served"}' in text
@@ -280,6 +280,7 @@ def settings_of(text: str) -> Settings:
             ("[server] tls_cert", "[server] tls_key"),
         ),
         ("[server]\nadmin_key_env = 'OTHER'", ("[server] admin_key_env",)),
+        ("[server]\nmetrics_listen = '127.0.0.1:9464'", ("[server] metrics_listen",)),
         ("[server]\nmax_json_depth = 16\nshutdown_grace = 1", ()),
         ("[server]\ndemo = false", ()),
         ("[limits]\nkey = { requests = 5 }", ()),
@@ -291,6 +292,7 @@ def settings_of(text: str) -> Settings:
         "port",
         "tls",
         "admin-key-env",
+        "metrics-listen",
         "per-request",
         "demo",
         "limits",
