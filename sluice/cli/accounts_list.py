@@ -11,14 +11,13 @@ from typing import Any
 import click
 
 from sluice.cli.admin import config_option, home_option
+from sluice.cli.output import print_table
 from sluice.cli.state import run_on_store
 from sluice.core.money import NANO_PER_USD, usd_from_nano
 from sluice.storage.base import Account, Store
 
 PAGE = 500
 """Accounts read per query while listing them all."""
-WIDE = 1000
-"""Columns a table may take when it goes to a pipe or a file."""
 
 
 async def all_accounts(store: Store, page: int = PAGE) -> list[Account]:
@@ -85,9 +84,4 @@ def accounts_list(as_json: bool, config_path: Path | None, home: str | None) -> 
     elif not accounts:
         click.echo("no accounts yet: `sluice accounts create NAME --credits USD`")
     else:
-        from rich.console import Console
-
-        console = Console(highlight=False)
-        if not console.is_terminal:  # piped: the whole table, never cut to 80 columns
-            console.width = WIDE
-        console.print(_table(accounts))
+        print_table(_table(accounts))

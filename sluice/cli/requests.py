@@ -12,8 +12,8 @@ from typing import Any
 import click
 import msgspec
 
-from sluice.cli.accounts_list import WIDE
 from sluice.cli.admin import config_option, home_option
+from sluice.cli.output import print_table
 from sluice.cli.state import run_on_store
 from sluice.errors import NotFoundError
 from sluice.storage.base import RequestFilters, RequestPosition, RequestRecord, Store
@@ -136,9 +136,4 @@ def requests_list(
     elif not records:
         click.echo("no requests logged (with these filters)")
     else:
-        from rich.console import Console
-
-        console = Console(highlight=False)
-        if not console.is_terminal:  # piped: the whole table, never cut to 80 columns
-            console.width = WIDE
-        console.print(_table(records))
+        print_table(_table(records))
