@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hmac
 import re
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import msgspec
 
+from sluice.accounts.policy import Text as Label
 from sluice.config import PriceConfig
 from sluice.core.connection import Timeouts
 from sluice.core.money import nano_from_usd_text, usd_from_nano
@@ -50,10 +51,6 @@ class NewAccount(msgspec.Struct, forbid_unknown_fields=True):
 
 class Credits(msgspec.Struct, forbid_unknown_fields=True):
     amount: str | int | float
-
-
-Label = Annotated[str, msgspec.Meta(max_length=128, pattern=r"^[^\x00-\x1f\x7f]*$")]
-"""Free text a person reads (a key's name): no control characters."""
 
 
 class ConnectionBody(msgspec.Struct, forbid_unknown_fields=True):

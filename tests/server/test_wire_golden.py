@@ -18,7 +18,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.server.test_bedrock_gateway import bedrock_toml
+from tests.server.test_anthropic_gateway import config as anthropic_toml
+from tests.server.test_bedrock_gateway import aws_environment, bedrock_toml
 from tests.server.test_gemini_gateway import gemini_toml
 from tests.support.fake_bedrock import stream_reply
 from tests.support.fake_upstream import FakeUpstream, Reply
@@ -26,44 +27,19 @@ from tests.support.gateway import openai_connection_toml, running_gateway
 from tests.support.transcript import FIXTURES, RECORDED_CHOICES, UPDATE
 
 GOLDEN = FIXTURES / "wire"
-
-
-def _anthropic_toml(fake: FakeUpstream) -> str:
-    return f"""
-[[connections]]
-id = "conn_claude"
-provider = "anthropic"
-base_url = "{fake.root_url}"
-api_key_env = "FAKE_UPSTREAM_KEY"
-
-[[models]]
-id = "test/claude"
-providers = {{ conn_claude = "claude-test" }}
-price = {{ input = 3.0, output = 15.0, cache_read = 0.3, cache_write = 3.75 }}
-"""
+__all__ = ["aws_environment"]  # its credentials, autouse here too
 
 
 # provider -> (config for the fake, model to ask for)
 PROVIDERS: dict[str, tuple[Callable[[FakeUpstream], str], str]] = {
     "openai": (lambda fake: openai_connection_toml(fake.base_url), "test/gpt-fake"),
-    "anthropic": (_anthropic_toml, "test/claude"),
+    "anthropic": (anthropic_toml, "test/claude"),
     "gemini": (gemini_toml, "google/gemini-test"),
     "aws-bedrock": (bedrock_toml, "test/claude-bedrock"),
 }
 CASES = sorted(
     (provider, path.stem) for provider in PROVIDERS for path in (FIXTURES / provider).glob("*.raw")
 )
-
-
-@pytest.fixture(autouse=True)
-def aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
-    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
 def _reply(provider: str, raw: bytes) -> Reply:
