@@ -15,6 +15,7 @@ from sluice.cli.reload import reload_command
 from sluice.cli.replay import replay_command
 from sluice.cli.requests import requests
 from sluice.cli.serve import serve
+from sluice.cli.spend import spend_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,3 +41,4 @@ accounts.add_command(accounts_list)
 main.add_command(keys)
 main.add_command(ledger)
 main.add_command(requests)
+main.add_command(spend_command)

@@ -180,7 +180,14 @@ class Exchange:
             total = 0 if tokens is None else tokens.total_tokens
             services.tasks.background(self._finish_limits(self._limit_ticket, total))
         if state.ticket is not None:
-            services.meter.settle(state.ticket, charged)
+            served = state.attempt
+            services.meter.settle(
+                state.ticket,
+                charged,
+                None
+                if served is None
+                else (served.target.model_id, served.target.connection.provider),
+            )
         duration = services.clock() - state.started
         services.log.log(
             request_record(

@@ -90,7 +90,9 @@ class Meter:
         if not done.cancelled() and done.exception() is None and done.result():
             self.settle(ticket, 0)
 
-    def settle(self, ticket: Ticket, charge: int) -> None:
+    def settle(self, ticket: Ticket, charge: int, served: tuple[str, str] | None = None) -> None:
+        """Queue the charge; ``served``: the model and provider that answered, if any."""
+        model, provider = served or (None, None)
         self._writer.settle(
             Settlement(
                 hold_id=ticket.hold_id,
@@ -99,5 +101,7 @@ class Meter:
                 request_id=ticket.request_id,
                 charge=ticket.capped(charge),
                 now=int(self._wall_clock()),
+                model=model,
+                provider=provider,
             )
         )

@@ -31,7 +31,7 @@ from sluice.exchange.tenants import Tenants
 from sluice.frontdoors.chat import ChatCompletionsDoor
 from sluice.ids import IdFactory
 from sluice.routing.catalog import Catalog
-from sluice.server import endpoints, request_list
+from sluice.server import endpoints, request_list, spend_report
 from sluice.server.admin import ADMIN_PREFIX, admin
 from sluice.server.auth import Authenticator
 from sluice.server.endpoints import REQUEST_LOG_PREFIX
@@ -134,6 +134,8 @@ class Gateway:
             "/v1/chat/completions": {"POST": (partial(serve_door, ChatCompletionsDoor()), True)},
             request_list.LIST_PATH: {"GET": (request_list.own_requests, True)},
             request_list.ADMIN_LIST_PATH: {"GET": (request_list.all_requests, False)},
+            spend_report.SPEND_PATH: {"GET": (spend_report.own_spend, True)},
+            spend_report.ADMIN_SPEND_PATH: {"GET": (spend_report.all_spend, False)},
             "/metrics": {"GET": (endpoints.metrics, False)},  # the admin key
         }
         self._request_log: dict[str, tuple[Endpoint, bool]] = {"GET": (endpoints.request_log, True)}

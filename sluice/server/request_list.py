@@ -56,13 +56,12 @@ CSV_COLUMNS = (
 
 _TEXT_FILTERS = (("status", "status"), ("model", "model"), ("provider", "provider"))
 _PARAMS = ("limit", "cursor", "format", "status", "model", "provider", "key", "since", "until")
-_ADMIN_PARAMS = (*_PARAMS, "account")
 _SECONDS = re.compile(r"[0-9]{1,12}")
 _MAX_TEXT = 256
 _FORMULA = ("=", "+", "@", "\t", "\r")
 _ENCODER = msgspec.json.Encoder()
-_CSV_TYPE = ("content-type", "text/csv; charset=utf-8")
-_JSONL_TYPE = ("content-type", "application/x-ndjson")
+CSV_TYPE = ("content-type", "text/csv; charset=utf-8")
+JSONL_TYPE = ("content-type", "application/x-ndjson")
 
 
 class RequestCursor(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
@@ -74,28 +73,37 @@ class RequestCursor(msgspec.Struct, array_like=True, forbid_unknown_fields=True)
 
 async def own_requests(gw: Gateway, call: Call) -> None:
     """``GET /v1/requests``: the calling key's account only."""
-    assert call.principal is not None
-    params = query_params(call.request.query, _PARAMS)
-    await _send_page(gw, call, params, call.principal.account_id)
+    await _send_page(gw, call, *await account_scope(gw, call, _PARAMS, admin=False))
 
 
 async def all_requests(gw: Gateway, call: Call) -> None:
     """``GET /admin/requests``: every account's, or ``account=``'s."""
+    await _send_page(gw, call, *await account_scope(gw, call, _PARAMS, admin=True))
+
+
+async def account_scope(
+    gw: Gateway, call: Call, allowed: tuple[str, ...], *, admin: bool
+) -> tuple[dict[str, str], str | None]:
+    """A listing's query parameters and whose rows it reads: the calling API key's
+    account (never a parameter), or with the admin key every account's, or those of
+    the account named by ``account=``."""
+    if not admin:
+        assert call.principal is not None
+        return query_params(call.request.query, allowed), call.principal.account_id
     authorize(gw, call)
-    params = query_params(call.request.query, _ADMIN_PARAMS)
+    params = query_params(call.request.query, (*allowed, "account"))
     name = params.get("account")
-    account_id = None if name is None else (await find_account(gw, name)).id
-    await _send_page(gw, call, params, account_id)
+    return params, None if name is None else (await find_account(gw, name)).id
 
 
 def request_filters(params: dict[str, str], account_id: str | None) -> RequestFilters:
     """The filters of a listing's query parameters; 400 for a malformed one."""
-    text = {field: _text(params, name) for name, field in _TEXT_FILTERS}
+    text = {field: text_param(params, name) for name, field in _TEXT_FILTERS}
     return RequestFilters(
         account_id=account_id,
-        key_id=_text(params, "key"),
-        since=_seconds(params, "since"),
-        until=_seconds(params, "until"),
+        key_id=text_param(params, "key"),
+        since=seconds_param(params, "since"),
+        until=seconds_param(params, "until"),
         **text,
     )
 
@@ -107,11 +115,7 @@ async def _send_page(
     cursor = params.get("cursor")
     position = None if cursor is None else decode_cursor(cursor, RequestCursor)
     after = None if position is None else (position.created_at, position.id)
-    export = params.get("format", "json")
-    if export not in ("json", "csv", "jsonl"):
-        raise InvalidRequestError(
-            "format is json, csv or jsonl.", code="invalid_format", param="format"
-        )
+    export = export_format(params)
     filters = request_filters(params, account_id)
     await gw.writer.flush_logged()
     found = await gw.store.list_requests(filters, limit + 1, after)
@@ -122,11 +126,21 @@ async def _send_page(
         doc = {"object": "list", "data": page, "has_more": more, "next_cursor": next_cursor}
         await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(doc))
         return
-    headers = [*call.headers, _CSV_TYPE if export == "csv" else _JSONL_TYPE]
+    headers = [*call.headers, CSV_TYPE if export == "csv" else JSONL_TYPE]
     if next_cursor is not None:
         headers.append(("x-next-cursor", next_cursor))
     body = csv_text(page).encode() if export == "csv" else jsonl_bytes(page)
     await call.writer.send(200, headers, body)
+
+
+def export_format(params: dict[str, str]) -> str:
+    """``format``: ``json`` (the default), ``csv`` or ``jsonl``."""
+    export = params.get("format", "json")
+    if export not in ("json", "csv", "jsonl"):
+        raise InvalidRequestError(
+            "format is json, csv or jsonl.", code="invalid_format", param="format"
+        )
+    return export
 
 
 def csv_text(records: list[RequestRecord]) -> str:
@@ -135,7 +149,7 @@ def csv_text(records: list[RequestRecord]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for record in records:
-        writer.writerow([_cell(getattr(record, column)) for column in CSV_COLUMNS])
+        writer.writerow([csv_cell(getattr(record, column)) for column in CSV_COLUMNS])
     return out.getvalue()
 
 
@@ -144,7 +158,7 @@ def jsonl_bytes(records: list[RequestRecord]) -> bytes:
     return b"".join(_ENCODER.encode(record) + b"\n" for record in records)
 
 
-def _cell(value: object) -> str:
+def csv_cell(value: object) -> str:
     """A CSV cell; text a spreadsheet would run as a formula is quoted with ``'``."""
     if value is None:
         return ""
@@ -154,14 +168,14 @@ def _cell(value: object) -> str:
     return "'" + text if text.startswith(_FORMULA) else text
 
 
-def _text(params: dict[str, str], name: str) -> str | None:
+def text_param(params: dict[str, str], name: str) -> str | None:
     value = params.get(name)
     if value is not None and not 0 < len(value) <= _MAX_TEXT:
         raise InvalidRequestError(f"{name} must be 1 to {_MAX_TEXT} characters.", param=name)
     return value
 
 
-def _seconds(params: dict[str, str], name: str) -> int | None:
+def seconds_param(params: dict[str, str], name: str) -> int | None:
     value = params.get(name)
     if value is not None and not _SECONDS.fullmatch(value):
         raise InvalidRequestError(f"{name} must be Unix seconds (a whole number).", param=name)

@@ -24,6 +24,7 @@ from sluice.core.connection import Timeouts
 from sluice.core.money import NANO_PER_USD
 from sluice.core.principal import NO_POLICY, KeyPolicy, Principal
 from sluice.errors import BudgetExceededError, ConflictError
+from sluice.storage.spend import SpendAfter, SpendBy, SpendFilters, SpendGroup, SpendTotal
 
 
 class ConstraintViolationError(Exception):
@@ -121,6 +122,9 @@ class Settlement(msgspec.Struct, frozen=True):
     request_id: str
     charge: int
     now: int
+    model: str | None = None
+    """The model that served the request and its provider, for spend reports."""
+    provider: str | None = None
 
 
 class Mismatch(msgspec.Struct, frozen=True):
@@ -357,6 +361,13 @@ class Store(Protocol):
     ) -> list[RequestRecord]:
         """Up to ``limit`` rows that pass ``filters``, newest first by ``(created_at, id)``,
         those before position ``after`` (from the newest when None)."""
+        ...
+
+    async def spend(
+        self, filters: SpendFilters, by: SpendBy, limit: int, after: SpendAfter | None
+    ) -> tuple[list[SpendGroup], SpendTotal]:
+        """Up to ``limit`` groups of the ledger's charges (:mod:`~sluice.storage.spend`)
+        after ``after``, and the total of every charge the filters keep."""
         ...
 
     # -- the control plane -------------------------------------------------------------

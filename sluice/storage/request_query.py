@@ -6,22 +6,8 @@ Every value is a bound parameter; only the fixed field names below reach the SQL
 
 from __future__ import annotations
 
-import msgspec
-
 from sluice.storage.base import RequestFilters, RequestPosition
-
-
-class SqlDialect(msgspec.Struct, frozen=True):
-    """How a backend spells a numbered parameter, a text field of the JSON record and
-    the record read back as JSON text (``str.format`` templates)."""
-
-    param: str
-    field: str
-    record: str
-
-
-SQLITE = SqlDialect("?{}", "json_extract(record, '$.{}')", "record")
-POSTGRES = SqlDialect("${}", "(record->>'{}')", "record::text")
+from sluice.storage.dialect import Params, SqlDialect
 
 _EQUAL_FIELDS = ("key_id", "provider", "status")
 
@@ -31,12 +17,7 @@ def list_requests_query(
 ) -> tuple[str, list[object]]:
     """The ``SELECT`` of :meth:`~sluice.storage.base.Store.list_requests` and its
     arguments."""
-    args: list[object] = []
-
-    def arg(value: object) -> str:
-        args.append(value)
-        return dialect.param.format(len(args))
-
+    arg = Params(dialect)
     where = ["TRUE"]
     if filters.account_id is not None:
         where.append(f"account_id = {arg(filters.account_id)}")
@@ -58,4 +39,4 @@ def list_requests_query(
         f"SELECT {dialect.record} FROM request_log WHERE {' AND '.join(where)} "
         f"ORDER BY created_at DESC, id DESC LIMIT {arg(limit)}"
     )
-    return sql, args
+    return sql, arg.values

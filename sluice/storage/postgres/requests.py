@@ -12,9 +12,21 @@ from sluice.storage.base import (
     RequestPosition,
     RequestRecord,
 )
+from sluice.storage.dialect import POSTGRES
 from sluice.storage.postgres.jsonb import jsonb_text
 from sluice.storage.postgres.tenants import PostgresTenants
-from sluice.storage.request_query import POSTGRES, list_requests_query
+from sluice.storage.request_query import list_requests_query
+from sluice.storage.spend import (
+    SpendAfter,
+    SpendBy,
+    SpendFilters,
+    SpendGroup,
+    SpendTotal,
+    spend_group,
+    spend_groups_query,
+    spend_total,
+    spend_total_query,
+)
 
 _RECORD = msgspec.json.Decoder(RequestRecord)
 
@@ -44,3 +56,13 @@ class PostgresRequests(PostgresTenants):
     ) -> list[RequestRecord]:
         sql, args = list_requests_query(POSTGRES, filters, limit, after)
         return [_RECORD.decode(row[0]) for row in await self.pool.fetch(sql, *args)]
+
+    async def spend(
+        self, filters: SpendFilters, by: SpendBy, limit: int, after: SpendAfter | None
+    ) -> tuple[list[SpendGroup], SpendTotal]:
+        sql, args = spend_groups_query(POSTGRES, filters, by, limit, after)
+        groups = await self.pool.fetch(sql, *args)
+        sql, args = spend_total_query(POSTGRES, filters)
+        return [spend_group(row) for row in groups], spend_total(
+            await self.pool.fetchrow(sql, *args)
+        )

@@ -69,10 +69,12 @@ def _hold_args(hold: HoldRequest) -> tuple[object, ...]:
 _SETTLE_BATCH = """
 WITH s AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
-                         $6::bigint[]) AS t(hold_id, account_id, key_id, request_id, charge, now)
+                         $6::bigint[], $7::text[], $8::text[])
+                  AS t(hold_id, account_id, key_id, request_id, charge, now, model, provider)
 ), entries AS (
-    INSERT INTO ledger (account_id, key_id, request_id, kind, amount, created_at)
-    SELECT account_id, key_id, request_id, 'charge', -charge, now FROM s
+    INSERT INTO ledger (account_id, key_id, request_id, kind, amount, created_at, model,
+                        provider)
+    SELECT account_id, key_id, request_id, 'charge', -charge, now, model, provider FROM s
     ON CONFLICT (request_id) WHERE kind = 'charge' DO NOTHING
     RETURNING request_id
 ), fresh AS (
@@ -327,6 +329,8 @@ class PostgresStore(PostgresRequests):
                 [s.request_id for s in unique],
                 [s.charge for s in unique],
                 [s.now for s in unique],
+                [s.model for s in unique],
+                [s.provider for s in unique],
             )
         except asyncpg.IntegrityConstraintViolationError as exc:
             raise ConstraintViolationError(str(exc)) from None

@@ -20,8 +20,8 @@ from sluice.storage.sqlite.connection import SqliteBase, Tx
 def _settle_one(tx: Tx, s: Settlement) -> None:
     fresh = tx.execute(
         "INSERT OR IGNORE INTO ledger (account_id, key_id, request_id, kind, amount, "
-        "created_at) VALUES (?, ?, ?, 'charge', ?, ?)",
-        (s.account_id, s.key_id, s.request_id, -s.charge, s.now),
+        "created_at, model, provider) VALUES (?, ?, ?, 'charge', ?, ?, ?, ?)",
+        (s.account_id, s.key_id, s.request_id, -s.charge, s.now, s.model, s.provider),
     )
     if not fresh:  # this request was settled before: never charge twice
         return

@@ -5,7 +5,19 @@ from __future__ import annotations
 import msgspec
 
 from sluice.storage.base import RequestFilters, RequestPosition, RequestRecord
-from sluice.storage.request_query import SQLITE, list_requests_query
+from sluice.storage.dialect import SQLITE
+from sluice.storage.request_query import list_requests_query
+from sluice.storage.spend import (
+    SpendAfter,
+    SpendBy,
+    SpendFilters,
+    SpendGroup,
+    SpendTotal,
+    spend_group,
+    spend_groups_query,
+    spend_total,
+    spend_total_query,
+)
 from sluice.storage.sqlite.connection import SqliteBase
 
 _RECORD = msgspec.json.Decoder(RequestRecord)
@@ -35,3 +47,10 @@ class SqliteRequests(SqliteBase):
     ) -> list[RequestRecord]:
         sql, args = list_requests_query(SQLITE, filters, limit, after)
         return [_RECORD.decode(row[0]) for row in await self.all(sql, args)]
+
+    async def spend(
+        self, filters: SpendFilters, by: SpendBy, limit: int, after: SpendAfter | None
+    ) -> tuple[list[SpendGroup], SpendTotal]:
+        groups = await self.all(*spend_groups_query(SQLITE, filters, by, limit, after))
+        total = await self.one(*spend_total_query(SQLITE, filters))
+        return [spend_group(row) for row in groups], spend_total(total)

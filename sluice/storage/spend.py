@@ -1,0 +1,123 @@
+"""Spend reports: the ledger's charges summed by key, model, provider or UTC day.
+
+The ledger is the one source: every metered request's charge is one row carrying its
+key and (since schema 8 on SQLite, 7 on PostgreSQL) the model and provider that served
+it, so a report adds up to the ledger exactly, by construction. A charge is dated when
+it was settled. Groups come in order of their value (a cursor resumes after the last
+one shown); the total is over every group the filters keep, whatever the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import msgspec
+
+from sluice.storage.dialect import Params, SqlDialect
+
+SpendBy = Literal["key", "model", "provider", "day"]
+SPEND_BY: tuple[SpendBy, ...] = ("key", "model", "provider", "day")
+DAY_SECONDS = 86400
+_EQUAL = ("account_id", "key_id", "model", "provider")
+
+
+class SpendFilters(msgspec.Struct, frozen=True, kw_only=True):
+    """Which charges a report sums; ``None`` keeps any. ``since`` is inclusive,
+    ``until`` exclusive (Unix seconds the charge was settled)."""
+
+    account_id: str | None = None
+    key_id: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    since: int | None = None
+    until: int | None = None
+
+
+class SpendGroup(msgspec.Struct, frozen=True):
+    """One line of a report: ``value`` is the key id, model, provider (``""`` when the
+    charge does not say) or the UTC day number (days since 1970-01-01); ``spend`` is in
+    nano-USD. ``prefix`` and ``label`` name a key (``by="key"`` only)."""
+
+    value: str | int
+    requests: int
+    spend: int
+    prefix: str | None = None
+    label: str | None = None
+
+
+class SpendTotal(msgspec.Struct, frozen=True):
+    requests: int
+    spend: int
+
+
+SpendAfter = str | int
+"""Where a report's page stopped: the last group's value."""
+
+
+def _group(by: SpendBy) -> str:
+    """The SQL of the value a charge is grouped by (never ``NULL``, so a cursor can
+    compare it)."""
+    if by == "day":
+        return f"(l.created_at / {DAY_SECONDS})"
+    return f"COALESCE(l.{'key_id' if by == 'key' else by}, '')"
+
+
+def _where(arg: Params, filters: SpendFilters) -> list[str]:
+    where = ["l.kind = 'charge'"]
+    for name in _EQUAL:
+        value = getattr(filters, name)
+        if value is not None:
+            where.append(f"l.{name} = {arg(value)}")
+    if filters.since is not None:
+        where.append(f"l.created_at >= {arg(filters.since)}")
+    if filters.until is not None:
+        where.append(f"l.created_at < {arg(filters.until)}")
+    return where
+
+
+def spend_groups_query(
+    dialect: SqlDialect,
+    filters: SpendFilters,
+    by: SpendBy,
+    limit: int,
+    after: SpendAfter | None,
+) -> tuple[str, list[object]]:
+    """``(value, requests, spend, prefix, label)`` rows of one page of groups."""
+    arg = Params(dialect)
+    group = _group(by)
+    where = _where(arg, filters)
+    if after is not None:
+        where.append(f"{group} > {arg(after)}")
+    names, join = "NULL, NULL", ""
+    if by == "key":
+        names, join = "MAX(k.prefix), MAX(k.name)", " LEFT JOIN api_keys k ON k.id = l.key_id"
+    sql = (
+        f"SELECT {group} AS value, COUNT(*), COALESCE(SUM(-l.amount), 0), {names} "
+        f"FROM ledger l{join} WHERE {' AND '.join(where)} "
+        f"GROUP BY {group} ORDER BY {group} LIMIT {arg(limit)}"
+    )
+    return sql, arg.values
+
+
+def spend_total_query(dialect: SqlDialect, filters: SpendFilters) -> tuple[str, list[object]]:
+    """``(requests, spend)`` of every charge the filters keep."""
+    arg = Params(dialect)
+    where = _where(arg, filters)
+    sql = f"SELECT COUNT(*), COALESCE(SUM(-l.amount), 0) FROM ledger l WHERE {' AND '.join(where)}"
+    return sql, arg.values
+
+
+def spend_group(row: Iterable[Any]) -> SpendGroup:
+    """A row of :func:`spend_groups_query` (PostgreSQL sums come back as ``Decimal``)."""
+    value, requests, spend, prefix, label = row
+    return SpendGroup(
+        value if isinstance(value, str) else int(value), int(requests), int(spend), prefix, label
+    )
+
+
+def spend_total(row: Iterable[Any] | None) -> SpendTotal:
+    if row is None:
+        return SpendTotal(0, 0)
+    requests, spend = row
+    return SpendTotal(int(requests), int(spend))
