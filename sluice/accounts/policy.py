@@ -1,4 +1,5 @@
-"""What an API key carries, as the admin API and the CLI set it (docs/admin.md).
+"""What an API key or an account carries, as the admin API and the CLI set it
+(docs/admin.md).
 
 One body shape for creating and for patching a key: a field left out keeps its value,
 ``null`` clears it. The policy itself (:class:`~sluice.core.principal.KeyPolicy`) is
@@ -14,9 +15,10 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from sluice.core.money import nano_from_usd_text, usd_from_nano
-from sluice.core.principal import BudgetPeriod, KeyPolicy, period_start
+from sluice.core.principal import AccountPolicy, Allowance, BudgetPeriod, KeyPolicy, period_start
 from sluice.errors import InvalidRequestError
-from sluice.storage.base import KeyInfo, Store
+from sluice.storage.base import Account, KeyInfo, Store
+from sluice.storage.spend import SpendFilters
 from sluice.wire.chat import ModelName
 
 Text = Annotated[str, msgspec.Meta(max_length=128, pattern=r"^[^\x00-\x1f\x7f]*$")]
@@ -27,7 +29,18 @@ ModelGlob = Annotated[
 PerMinute = Annotated[int, msgspec.Meta(ge=1, le=1_000_000_000)]
 
 
-class KeyChanges(msgspec.Struct, forbid_unknown_fields=True):
+class AllowanceChanges(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """What a key and an account both carry (:class:`~sluice.core.principal.Allowance`)."""
+
+    rpm: PerMinute | UnsetType | None = UNSET
+    tpm: PerMinute | UnsetType | None = UNSET
+    metadata: dict[Text, Text] | UnsetType | None = UNSET
+    budget: str | int | float | UnsetType | None = UNSET
+    """USD per ``budget_period``."""
+    budget_period: BudgetPeriod | UnsetType = UNSET
+
+
+class KeyChanges(AllowanceChanges, forbid_unknown_fields=True, kw_only=True):
     """``name`` is the older spelling of ``label``; ``expires_at`` is ISO 8601 with a
     time zone (``2027-01-31T00:00:00Z``)."""
 
@@ -35,12 +48,6 @@ class KeyChanges(msgspec.Struct, forbid_unknown_fields=True):
     name: Text | UnsetType | None = UNSET
     models: list[ModelName] | UnsetType | None = UNSET
     expires_at: str | UnsetType | None = UNSET
-    rpm: PerMinute | UnsetType | None = UNSET
-    tpm: PerMinute | UnsetType | None = UNSET
-    metadata: dict[Text, Text] | UnsetType | None = UNSET
-    budget: str | int | float | UnsetType | None = UNSET
-    """USD per ``budget_period``."""
-    budget_period: BudgetPeriod | UnsetType = UNSET
 
 
 def parse_expiry(text: str) -> int:
@@ -67,24 +74,32 @@ def apply_changes(
         label = changes.label
     elif not isinstance(changes.name, UnsetType):
         label = changes.name
-    updates: dict[str, object] = {}
+    updates = _allowance_updates(changes)
     if not isinstance(changes.models, UnsetType):
         updates["models"] = None if changes.models is None else tuple(changes.models)
     if not isinstance(changes.expires_at, UnsetType):
         updates["expires_at"] = (
             None if changes.expires_at is None else parse_expiry(changes.expires_at)
         )
-    if not isinstance(changes.rpm, UnsetType):
-        updates["rpm"] = changes.rpm
-    if not isinstance(changes.tpm, UnsetType):
-        updates["tpm"] = changes.tpm
+    return label, msgspec.structs.replace(policy, **updates)
+
+
+def apply_account_changes(changes: AllowanceChanges, policy: AccountPolicy) -> AccountPolicy:
+    """An account's policy after ``changes``."""
+    return msgspec.structs.replace(policy, **_allowance_updates(changes))
+
+
+def _allowance_updates(changes: AllowanceChanges) -> dict[str, object]:
+    updates: dict[str, object] = {}
+    for name in ("rpm", "tpm", "budget_period"):
+        value = getattr(changes, name)
+        if not isinstance(value, UnsetType):
+            updates[name] = value
     if not isinstance(changes.metadata, UnsetType):
         updates["metadata"] = changes.metadata or {}
     if not isinstance(changes.budget, UnsetType):
         updates["budget"] = None if changes.budget is None else _budget(changes.budget)
-    if not isinstance(changes.budget_period, UnsetType):
-        updates["budget_period"] = changes.budget_period
-    return label, msgspec.structs.replace(policy, **updates)
+    return updates
 
 
 def _budget(amount: str | int | float) -> int:
@@ -115,10 +130,26 @@ async def key_doc(store: Store, key: KeyInfo, now: int) -> dict[str, object]:
         "revoked": key.revoked_at is not None,
         "models": None if policy.models is None else list(policy.models),
         "expires_at": iso_time(policy.expires_at),
-        "rpm": policy.rpm,
-        "tpm": policy.tpm,
-        "budget": None if policy.budget is None else usd_from_nano(policy.budget),
-        "budget_period": policy.budget_period,
-        "spent": usd_from_nano(spent),
-        "metadata": dict(policy.metadata),
+        **allowance_doc(policy, spent),
     }
+
+
+async def account_spent(store: Store, account: Account, now: int) -> int:
+    """What the account was charged in its budget's current period."""
+    since = period_start(now, account.policy.budget_period)
+    _, total = await store.spend(SpendFilters(account_id=account.id, since=since), "day", 0, None)
+    return total.spend
+
+
+def allowance_doc(allowance: Allowance, spent: int | None) -> dict[str, object]:
+    """The limits and budget of a key or account; ``spent`` this period, if known."""
+    budget = allowance.budget
+    doc: dict[str, object] = {
+        "rpm": allowance.rpm,
+        "tpm": allowance.tpm,
+        "budget": None if budget is None else usd_from_nano(budget),
+        "budget_period": allowance.budget_period,
+    }
+    if spent is not None:
+        doc["spent"] = usd_from_nano(spent)
+    return doc | {"metadata": dict(allowance.metadata)}

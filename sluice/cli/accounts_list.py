@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from sluice.accounts.policy import allowance_doc
 from sluice.cli.admin import config_option, home_option
 from sluice.cli.output import print_table
 from sluice.cli.state import run_on_store
@@ -42,6 +43,7 @@ def account_doc(account: Account) -> dict[str, object]:
         "held": usd_from_nano(account.held),
         "available": usd_from_nano(account.available),
         "open_holds": account.open_holds,
+        **allowance_doc(account.policy, None),
         "created_at": account.created_at,
     }
 

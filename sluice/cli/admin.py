@@ -6,12 +6,17 @@ import time
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
+import msgspec
 
+from sluice.accounts.policy import AllowanceChanges, apply_account_changes
+from sluice.cli.allowance import allowance_changes, allowance_options
 from sluice.cli.state import run_on_store
 from sluice.core.money import NANO_PER_USD, nano_from_usd_text
+from sluice.core.principal import NO_ACCOUNT_POLICY, AccountPolicy
+from sluice.errors import ApiError
 from sluice.ids import random_id
 from sluice.storage.base import Account, Mismatch, Store
 
@@ -52,8 +57,21 @@ def _show(account: Account) -> str:
             f"balance:     ${nano_to_usd(account.balance)}",
             f"held:        ${nano_to_usd(account.held)} in {account.open_holds} open holds",
             f"available:   ${nano_to_usd(account.available)}",
+            *_allowance_lines(account.policy),
         ]
     )
+
+
+def _allowance_lines(policy: AccountPolicy) -> list[str]:
+    lines = []
+    if policy.budget is not None:
+        lines.append(f"budget:      ${nano_to_usd(policy.budget)} ({policy.budget_period})")
+    for name in ("rpm", "tpm"):
+        value = getattr(policy, name)
+        if value is not None:
+            lines.append(f"{name}:         {value} per minute")
+    lines += [f"metadata:    {k}={v}" for k, v in policy.metadata.items()]
+    return lines
 
 
 @click.group()
@@ -70,20 +88,57 @@ def accounts() -> None:
     show_default=True,
     help="Starting credits in USD; the account is credit-metered.",
 )
+@allowance_options
 @config_option
 @home_option
 def accounts_create(
-    name: str, credits_usd: str, config_path: Path | None, home: str | None
+    name: str, credits_usd: str, config_path: Path | None, home: str | None, **allowance: Any
 ) -> None:
-    """Create a credit-metered account."""
+    """Create a credit-metered account, with its own budget and limits if given."""
     amount = usd_to_nano(credits_usd)
+    policy = _policy(AllowanceChanges(**allowance_changes(**allowance)), NO_ACCOUNT_POLICY)
 
     async def work(store: Store) -> Account:
         return await store.create_account(
-            random_id("acct"), name, metered=True, credits=amount, now=int(time.time())
+            random_id("acct"),
+            name,
+            metered=True,
+            credits=amount,
+            now=int(time.time()),
+            policy=policy,
         )
 
     click.echo(_show(_run(config_path, home, work)))
+
+
+@accounts.command("update")
+@click.argument("name")
+@allowance_options
+@config_option
+@home_option
+def accounts_update(
+    name: str, config_path: Path | None, home: str | None, **allowance: Any
+) -> None:
+    """Change an account's budget, per-minute limits or metadata (`none` clears one);
+    its keys' next requests see it (a running gateway within 5 s)."""
+    changes = AllowanceChanges(**allowance_changes(**allowance))
+
+    async def work(store: Store) -> Account:
+        account = await store.get_account(name)
+        if account is None:
+            raise click.ClickException(f"no account named {name!r}")
+        policy = _policy(changes, account.policy)
+        await store.update_account(account.id, policy)
+        return msgspec.structs.replace(account, policy=policy)
+
+    click.echo(_show(_run(config_path, home, work)))
+
+
+def _policy(changes: AllowanceChanges, policy: AccountPolicy) -> AccountPolicy:
+    try:
+        return apply_account_changes(changes, policy)
+    except ApiError as err:
+        raise click.BadParameter(err.message) from None
 
 
 @accounts.command("credit")

@@ -11,16 +11,16 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import click
 import msgspec
-from msgspec import UNSET
 
 from sluice.accounts.keys import key_digest, key_prefix, new_key
 from sluice.accounts.policy import KeyChanges, apply_changes, iso_time, key_doc
 from sluice.cli.admin import _run, config_option, home_option
-from sluice.core.principal import NO_POLICY, BudgetPeriod
+from sluice.cli.allowance import allowance_changes, allowance_options, given
+from sluice.core.principal import NO_POLICY
 from sluice.errors import ApiError
 from sluice.ids import random_id
 from sluice.storage.base import KeyInfo, Store
@@ -34,63 +34,24 @@ def _policy_options(command: Callable[..., Any]) -> Callable[..., Any]:
                 "--models", default=None, help="Allowed models, as globs: team/*,my-model."
             ),
             click.option("--expires", default=None, help="Expiry, ISO 8601 with a time zone."),
-            click.option("--rpm", default=None, help="Requests per minute for this key."),
-            click.option("--tpm", default=None, help="Tokens per minute for this key."),
             click.option("--label", "--name", "label", default=None, help="A label for listings."),
-            click.option("--meta", multiple=True, help="Metadata KEY=VALUE (repeatable)."),
-            click.option("--budget", default=None, help="USD the key may spend per period."),
-            click.option(
-                "--budget-period",
-                type=click.Choice(["daily", "weekly", "monthly", "never"]),
-                default=None,
-                help="When the budget starts again (UTC) [never].",
-            ),
         ]
     ):
         command = option(command)
-    return command
+    return allowance_options(command)
 
 
 def _changes(
-    *,
-    models: str | None,
-    expires: str | None,
-    rpm: str | None,
-    tpm: str | None,
-    label: str | None,
-    meta: tuple[str, ...],
-    budget: str | None,
-    budget_period: str | None,
+    *, models: str | None, expires: str | None, label: str | None, **allowance: Any
 ) -> KeyChanges:
-    def given(value: str | None) -> Any:
-        return UNSET if value is None else (None if value == "none" else value)
-
-    def count(value: str | None, name: str) -> Any:
-        value = given(value)
-        if isinstance(value, str):
-            if not value.isdigit() or int(value) < 1:
-                raise click.BadParameter(f"{name} must be a whole number of at least 1")
-            return int(value)
-        return value
-
     model_list = given(models)
-    metadata: Any = UNSET
-    if meta:
-        pairs = [m.partition("=") for m in meta]
-        if any(not sep or not k for k, sep, _ in pairs):
-            raise click.BadParameter("--meta takes KEY=VALUE")
-        metadata = {k: v for k, _, v in pairs}
     return KeyChanges(
         label=given(label),
         models=[m.strip() for m in model_list.split(",")]
         if isinstance(model_list, str)
         else model_list,
         expires_at=given(expires),
-        rpm=count(rpm, "--rpm"),
-        tpm=count(tpm, "--tpm"),
-        metadata=metadata,
-        budget=given(budget),
-        budget_period=UNSET if budget_period is None else cast(BudgetPeriod, budget_period),
+        **allowance_changes(**allowance),
     )
 
 

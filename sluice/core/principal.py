@@ -11,23 +11,31 @@ import msgspec
 BudgetPeriod = Literal["daily", "weekly", "monthly", "never"]
 
 
-class KeyPolicy(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
-    """What one API key carries besides its account (docs/admin.md), stored with the key.
-
-    ``models``: globs (``openai/*``) over the model and route names the key may ask for,
-    None for any; ``expires_at``: Unix seconds after which the key is refused; ``rpm`` /
-    ``tpm``: its own requests and tokens per minute (over the config's key limits);
-    ``budget``: nano-USD the key may spend per ``budget_period`` (UTC days, weeks from
+class Allowance(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+    """What a key or an account carries (docs/admin.md), stored with it: ``rpm`` /
+    ``tpm``, its own requests and tokens per minute (over the config's limits);
+    ``budget``, nano-USD it may spend per ``budget_period`` (UTC days, weeks from
     Monday, calendar months; ``never`` resets), enforced by credit holds;
-    ``metadata``: free fields (team, user) for the operator."""
+    ``metadata``, free fields (team, user) for the operator."""
 
-    models: tuple[str, ...] | None = None
-    expires_at: int | None = None
     rpm: int | None = None
     tpm: int | None = None
     budget: int | None = None
     budget_period: BudgetPeriod = "never"
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class AccountPolicy(Allowance, frozen=True):
+    """An account's own limits and budget, over every one of its keys."""
+
+
+class KeyPolicy(Allowance, frozen=True):
+    """What one API key carries besides :class:`Allowance`: ``models``, globs
+    (``openai/*``) over the model and route names the key may ask for, None for any;
+    ``expires_at``, Unix seconds after which the key is refused."""
+
+    models: tuple[str, ...] | None = None
+    expires_at: int | None = None
 
     def allows(self, name: str) -> bool:
         return self.models is None or any(fnmatchcase(name, glob) for glob in self.models)
@@ -49,7 +57,9 @@ def period_start(now: int, period: BudgetPeriod) -> int:
 
 
 NO_POLICY = KeyPolicy()
+NO_ACCOUNT_POLICY = AccountPolicy()
 _POLICY = msgspec.json.Decoder(KeyPolicy)
+_ACCOUNT_POLICY = msgspec.json.Decoder(AccountPolicy)
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -57,12 +67,17 @@ def policy_from_json(text: str | bytes | None) -> KeyPolicy:
     return NO_POLICY if not text else _POLICY.decode(text)
 
 
-def policy_json(policy: KeyPolicy) -> str:
+def account_policy_from_json(text: str | bytes | None) -> AccountPolicy:
+    return NO_ACCOUNT_POLICY if not text else _ACCOUNT_POLICY.decode(text)
+
+
+def policy_json(policy: Allowance) -> str:
     return _ENCODER.encode(policy).decode()
 
 
 class Principal(msgspec.Struct, frozen=True):
-    """Who is calling: the account and the key it used, with the key's policy."""
+    """Who is calling: the account and the key it used, with the key's and the
+    account's policies."""
 
     account_id: str
     account_name: str
@@ -71,3 +86,4 @@ class Principal(msgspec.Struct, frozen=True):
     metered: bool
     is_dev: bool
     policy: KeyPolicy = NO_POLICY
+    account_policy: AccountPolicy = NO_ACCOUNT_POLICY

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sluice.config import LimitsConfig, LimitSpec
-from sluice.core.principal import Principal
+from sluice.core.principal import Allowance, Principal
 from sluice.exchange.metrics import Metrics
 from sluice.exchange.tasks import Tasks
 from sluice.exchange.tenants import Tenants
@@ -66,11 +66,18 @@ class Services:
 
     def limit_subject(self, principal: Principal) -> Subject | None:
         """The limits that apply to a caller; None when none do (no limiter call)."""
-        limits, policy = self.limits, principal.policy
-        key = limits.keys.get(principal.key_prefix, limits.key)
-        if policy.rpm is not None or policy.tpm is not None:  # the key's own, over the file's
-            key = LimitSpec(requests=policy.rpm, tokens=policy.tpm, window=60.0)
-        account = limits.accounts.get(principal.account_name, limits.account)
+        limits = self.limits
+        key = _own(principal.policy) or limits.keys.get(principal.key_prefix, limits.key)
+        account = _own(principal.account_policy) or limits.accounts.get(
+            principal.account_name, limits.account
+        )
         if key is None and account is None:
             return None
         return Subject(principal.key_id, principal.account_id, key=key, account=account)
+
+
+def _own(allowance: Allowance) -> LimitSpec | None:
+    """A key's or an account's own per-minute limits (over the config file's), if set."""
+    if allowance.rpm is None and allowance.tpm is None:
+        return None
+    return LimitSpec(requests=allowance.rpm, tokens=allowance.tpm, window=60.0)

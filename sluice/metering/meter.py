@@ -13,10 +13,11 @@ from collections.abc import Callable
 import msgspec
 
 from sluice.core.money import usd_from_nano
-from sluice.core.principal import Principal, period_start
+from sluice.core.principal import Allowance, Principal, period_start
 from sluice.errors import BudgetExceededError
 from sluice.ids import IdFactory
-from sluice.storage.base import HoldRequest, KeyBudget, Settlement, Store
+from sluice.storage.base import HoldRequest, Settlement, Store
+from sluice.storage.budgets import Budget
 from sluice.storage.writer import WriteBehind
 
 
@@ -33,6 +34,13 @@ class Ticket(msgspec.Struct, frozen=True):
         """A charge is never below zero nor above its hold, so no balance goes below
         zero and none goes up by being charged."""
         return min(max(charge, 0), self.amount)
+
+
+def budget_of(allowance: Allowance, now: int) -> Budget | None:
+    """The budget a hold placed at ``now`` must fit, if the key or account has one."""
+    if allowance.budget is None:
+        return None
+    return Budget(allowance.budget, period_start(now, allowance.budget_period))
 
 
 class Meter:
@@ -55,10 +63,6 @@ class Meter:
         if not principal.metered:
             return None
         now = int(self._wall_clock())
-        policy = principal.policy
-        budget = None
-        if policy.budget is not None:
-            budget = KeyBudget(policy.budget, period_start(now, policy.budget_period))
         hold = HoldRequest(
             hold_id=self._new_id("hold"),
             account_id=principal.account_id,
@@ -67,7 +71,8 @@ class Meter:
             amount=amount,
             now=now,
             expires_at=now + int(self._hold_ttl),
-            key_budget=budget,
+            key_budget=budget_of(principal.policy, now),
+            account_budget=budget_of(principal.account_policy, now),
         )
         ticket = Ticket(hold.hold_id, hold.account_id, hold.key_id, request_id, amount)
         placing = asyncio.ensure_future(self._store.place_hold(hold))

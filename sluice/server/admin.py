@@ -14,10 +14,17 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from sluice.accounts.policy import (
+    AllowanceChanges,
+    account_spent,
+    allowance_doc,
+    apply_account_changes,
+)
 from sluice.accounts.policy import Text as Label
 from sluice.config import PriceConfig
 from sluice.core.connection import Timeouts
 from sluice.core.money import nano_from_usd_text, usd_from_nano
+from sluice.core.principal import NO_ACCOUNT_POLICY
 from sluice.errors import (
     AuthenticationError,
     ConfigError,
@@ -43,7 +50,9 @@ _CONNECTION_ID = re.compile(r"conn_[A-Za-z0-9_\-]{1,64}")
 _ENCODER = msgspec.json.Encoder()
 
 
-class NewAccount(msgspec.Struct, forbid_unknown_fields=True):
+class NewAccount(AllowanceChanges, forbid_unknown_fields=True, kw_only=True):
+    """An account, with its own budget and limits if given."""
+
     name: str
     credits: str | int | float = 0
     metered: bool = True
@@ -70,7 +79,8 @@ def _nano(amount: str | int | float, param: str) -> int:
         raise InvalidRequestError(f"{str(exc).capitalize()}.", param=param) from None
 
 
-def _account_json(account: Account) -> dict[str, object]:
+def _account_json(account: Account, spent: int | None = None) -> dict[str, object]:
+    """An account; ``spent`` in its budget's current period where it was looked up."""
     return {
         "id": account.id,
         "name": account.name,
@@ -79,7 +89,12 @@ def _account_json(account: Account) -> dict[str, object]:
         "held": usd_from_nano(account.held),
         "available": usd_from_nano(account.available),
         "open_holds": account.open_holds,
+        **allowance_doc(account.policy, spent),
     }
+
+
+async def _account_shown(gw: Gateway, account: Account, now: int) -> dict[str, object]:
+    return _account_json(account, await account_spent(gw.store, account, now))
 
 
 def authorize(gw: Gateway, call: Call) -> None:
@@ -117,19 +132,32 @@ async def _accounts_and_keys(gw: Gateway, call: Call, parts: list[str], now: int
             if credits < 0:
                 raise InvalidRequestError("Starting credits cannot be negative.", param="credits")
             account = await gw.store.create_account(
-                random_id("acct"), new.name, metered=new.metered, credits=credits, now=now
+                random_id("acct"),
+                new.name,
+                metered=new.metered,
+                credits=credits,
+                now=now,
+                policy=apply_account_changes(new, NO_ACCOUNT_POLICY),
             )
-            await send_json(call, 201, _account_json(account))
+            await send_json(call, 201, await _account_shown(gw, account, now))
         case ["accounts"] if method == "GET":
             await send_json(
                 call, 200, await account_page(gw.store, call.request.query, _account_json)
             )
         case ["accounts", name] if method == "GET":
-            await send_json(call, 200, _account_json(await find_account(gw, name)))
+            await send_json(call, 200, await _account_shown(gw, await find_account(gw, name), now))
+        case ["accounts", name] if method == "PATCH":
+            account = await find_account(gw, name)
+            changes = decode_json(body, AllowanceChanges)
+            policy = apply_account_changes(changes, account.policy)
+            await gw.store.update_account(account.id, policy)
+            gw.auth.forget()  # its keys' next requests see it (other replicas: the ttl)
+            updated = msgspec.structs.replace(account, policy=policy)
+            await send_json(call, 200, await _account_shown(gw, updated, now))
         case ["accounts", name, "credits"] if method == "POST":
             amount = _nano(decode_json(body, Credits).amount, "amount")
             account = await gw.store.add_credits(name, amount, now=now, note="admin api")
-            await send_json(call, 200, _account_json(account))
+            await send_json(call, 200, await _account_shown(gw, account, now))
         case _:
             return False
     return True

@@ -21,9 +21,15 @@ import msgspec
 
 from sluice.config import PriceConfig
 from sluice.core.connection import Timeouts
-from sluice.core.money import NANO_PER_USD
-from sluice.core.principal import NO_POLICY, KeyPolicy, Principal
-from sluice.errors import BudgetExceededError, ConflictError
+from sluice.core.principal import (
+    NO_ACCOUNT_POLICY,
+    NO_POLICY,
+    AccountPolicy,
+    KeyPolicy,
+    Principal,
+)
+from sluice.errors import ConflictError
+from sluice.storage.budgets import Budget
 from sluice.storage.spend import SpendAfter, SpendBy, SpendFilters, SpendGroup, SpendTotal
 
 
@@ -41,6 +47,7 @@ class Account(msgspec.Struct, frozen=True):
     held: int
     open_holds: int
     created_at: int
+    policy: AccountPolicy = NO_ACCOUNT_POLICY
 
     @property
     def available(self) -> int:
@@ -59,31 +66,6 @@ class KeyInfo(msgspec.Struct, frozen=True):
     policy: KeyPolicy = NO_POLICY
 
 
-KEY_SPENT_SQL = (
-    "SELECT COALESCE(-SUM(amount), 0) FROM ledger "
-    "WHERE key_id = {0} AND kind = 'charge' AND created_at >= {1}"
-)
-KEY_USED_SQL = (
-    "SELECT COALESCE((SELECT SUM(amount) FROM holds "
-    "WHERE key_id = {0} AND released_at IS NULL), 0) "
-    "- COALESCE((SELECT SUM(amount) FROM ledger "
-    "WHERE key_id = {0} AND kind = 'charge' AND created_at >= {1}), 0)"
-)
-"""What a key has used of its budget: open holds plus charges (negative ledger amounts)
-since its period began; ``{0}``/``{1}``: the backend's placeholders for key and since."""
-
-
-class KeyBudgetExceededError(BudgetExceededError):
-    default_code = "key_budget_exceeded"
-
-
-def key_budget_error(limit: int) -> KeyBudgetExceededError:
-    return KeyBudgetExceededError(
-        f"This API key's budget (${limit / NANO_PER_USD:.2f} this period) does not cover "
-        "this request."
-    )
-
-
 def one_key(prefix: str, found: list[KeyInfo]) -> KeyInfo | None:
     """:meth:`Store.find_key`'s answer from the (at most two) live keys that match."""
     if len(found) > 1:
@@ -94,14 +76,6 @@ def one_key(prefix: str, found: list[KeyInfo]) -> KeyInfo | None:
     return found[0] if found else None
 
 
-class KeyBudget(msgspec.Struct, frozen=True):
-    """A key's budget for one hold: at most ``limit`` nano-USD of charges since ``since``
-    plus open holds."""
-
-    limit: int
-    since: int
-
-
 class HoldRequest(msgspec.Struct, frozen=True):
     hold_id: str
     account_id: str
@@ -110,7 +84,8 @@ class HoldRequest(msgspec.Struct, frozen=True):
     amount: int
     now: int
     expires_at: int
-    key_budget: KeyBudget | None = None
+    key_budget: Budget | None = None
+    account_budget: Budget | None = None
 
 
 class Settlement(msgspec.Struct, frozen=True):
@@ -257,13 +232,24 @@ class Store(Protocol):
         ...
 
     async def create_account(
-        self, account_id: str, name: str, *, metered: bool, credits: int, now: int
+        self,
+        account_id: str,
+        name: str,
+        *,
+        metered: bool,
+        credits: int,
+        now: int,
+        policy: AccountPolicy = NO_ACCOUNT_POLICY,
     ) -> Account:
         """A new account; its starting credits are its first ledger entry.
         Raises :class:`~sluice.errors.ConflictError` when the name is taken."""
         ...
 
     async def get_account(self, name: str) -> Account | None: ...
+
+    async def update_account(self, account_id: str, policy: AccountPolicy) -> None:
+        """Replace an account's policy (it takes effect on its keys' next requests)."""
+        ...
 
     async def add_credits(self, name: str, amount: int, *, now: int, note: str) -> Account:
         """Credit (or, negative, debit) an account through a ledger entry."""
@@ -310,7 +296,9 @@ class Store(Protocol):
         """Hold ``amount`` if the account's available balance covers it (atomic);
         False when it does not. With a ``key_budget``, first (in the same transaction,
         serialized per key) the key's charges since its period began plus its open
-        holds plus ``amount`` must fit the budget, else :class:`KeyBudgetExceededError`."""
+        holds plus ``amount`` must fit the budget, else :class:`KeyBudgetExceededError`;
+        with an ``account_budget``, then (serialized per account) the same for the
+        account, else :class:`AccountBudgetExceededError`."""
         ...
 
     async def settle(self, settlements: list[Settlement]) -> None:

@@ -42,10 +42,16 @@ def test_json_lists_every_account_with_exact_fields(home: Path) -> None:
         "held",
         "available",
         "open_holds",
+        "rpm",
+        "tpm",
+        "budget",
+        "budget_period",
+        "metadata",
         "created_at",
     }
     assert (team["balance"], team["available"], team["held"], team["open_holds"]) == (25, 25, 0, 0)
     assert team["metered"] is True and team["is_dev"] is False
+    assert (team["rpm"], team["budget"], team["budget_period"]) == (None, None, "never")
     assert isinstance(team["created_at"], int)
 
 

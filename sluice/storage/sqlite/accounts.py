@@ -4,20 +4,40 @@ from __future__ import annotations
 
 import sqlite3
 
-from sluice.core.principal import NO_POLICY, KeyPolicy, Principal, policy_from_json, policy_json
+from sluice.core.principal import (
+    NO_ACCOUNT_POLICY,
+    NO_POLICY,
+    AccountPolicy,
+    KeyPolicy,
+    Principal,
+    account_policy_from_json,
+    policy_from_json,
+    policy_json,
+)
 from sluice.errors import ConflictError, NotFoundError
-from sluice.storage.base import KEY_SPENT_SQL, Account, KeyInfo, one_key
+from sluice.storage.base import Account, KeyInfo, one_key
+from sluice.storage.budgets import KEY_SPENT_SQL
 from sluice.storage.sqlite.connection import Row, SqliteBase, Tx
 
 ACCOUNT_COLUMNS = (
     "a.id, a.name, a.metered, a.is_dev, a.balance, a.held, "
     "(SELECT COUNT(*) FROM holds h WHERE h.account_id = a.id AND h.released_at IS NULL), "
-    "a.created_at"
+    "a.created_at, a.policy"
 )
 
 
 def account_from(row: Row) -> Account:
-    return Account(row[0], row[1], bool(row[2]), bool(row[3]), row[4], row[5], row[6], row[7])
+    return Account(
+        row[0],
+        row[1],
+        bool(row[2]),
+        bool(row[3]),
+        row[4],
+        row[5],
+        row[6],
+        row[7],
+        account_policy_from_json(row[8]),
+    )
 
 
 _KEY_COLUMNS = "id, account_id, prefix, name, created_at, revoked_at, policy"
@@ -36,15 +56,23 @@ def account_by_id(tx: Tx, account_id: str) -> Account:
 class SqliteAccounts(SqliteBase):
     async def find_principal(self, key_digest: str) -> Principal | None:
         row = await self.one(
-            "SELECT a.id, a.name, k.id, k.prefix, a.metered, a.is_dev, k.policy "
+            "SELECT a.id, a.name, k.id, k.prefix, a.metered, a.is_dev, k.policy, a.policy "
             "FROM api_keys k JOIN accounts a ON a.id = k.account_id "
             "WHERE k.key_digest = ? AND k.revoked_at IS NULL",
             (key_digest,),
         )
         if row is None:
             return None
-        policy = policy_from_json(row[6])
-        return Principal(row[0], row[1], row[2], row[3], bool(row[4]), bool(row[5]), policy)
+        return Principal(
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            bool(row[4]),
+            bool(row[5]),
+            policy_from_json(row[6]),
+            account_policy_from_json(row[7]),
+        )
 
     async def ensure_account(
         self, account_id: str, name: str, *, metered: bool, is_dev: bool, now: int
@@ -62,14 +90,21 @@ class SqliteAccounts(SqliteBase):
         return await self.write(work)
 
     async def create_account(
-        self, account_id: str, name: str, *, metered: bool, credits: int, now: int
+        self,
+        account_id: str,
+        name: str,
+        *,
+        metered: bool,
+        credits: int,
+        now: int,
+        policy: AccountPolicy = NO_ACCOUNT_POLICY,
     ) -> Account:
         def work(tx: Tx) -> Account:
             try:
                 tx.execute(
-                    "INSERT INTO accounts (id, name, metered, is_dev, balance, created_at) "
-                    "VALUES (?, ?, ?, 0, ?, ?)",
-                    (account_id, name, int(metered), credits, now),
+                    "INSERT INTO accounts (id, name, metered, is_dev, balance, created_at, "
+                    "policy) VALUES (?, ?, ?, 0, ?, ?, ?)",
+                    (account_id, name, int(metered), credits, now, policy_json(policy)),
                 )
             except sqlite3.IntegrityError:
                 raise ConflictError(f"An account named '{name}' exists already.") from None
@@ -85,6 +120,13 @@ class SqliteAccounts(SqliteBase):
     async def get_account(self, name: str) -> Account | None:
         row = await self.one(f"SELECT {ACCOUNT_COLUMNS} FROM accounts a WHERE a.name = ?", (name,))
         return None if row is None else account_from(row)
+
+    async def update_account(self, account_id: str, policy: AccountPolicy) -> None:
+        await self.write(
+            lambda tx: tx.execute(
+                "UPDATE accounts SET policy = ? WHERE id = ?", (policy_json(policy), account_id)
+            )
+        )
 
     async def add_credits(self, name: str, amount: int, *, now: int, note: str) -> Account:
         def work(tx: Tx) -> Account:

@@ -5,14 +5,18 @@ from __future__ import annotations
 import sqlite3
 
 from sluice.storage.base import (
-    KEY_USED_SQL,
     RECONCILE_SUMS,
     ConstraintViolationError,
     HoldRequest,
     Mismatch,
     Settlement,
-    key_budget_error,
     mismatches,
+)
+from sluice.storage.budgets import (
+    ACCOUNT_USED_SQL,
+    KEY_USED_SQL,
+    account_budget_error,
+    key_budget_error,
 )
 from sluice.storage.sqlite.connection import SqliteBase, Tx
 
@@ -69,6 +73,12 @@ class SqliteLedger(SqliteBase):
                 )
                 if row is not None and int(row[0]) + hold.amount > budget.limit:
                     raise key_budget_error(budget.limit)
+            budget = hold.account_budget
+            if budget is not None:
+                args = (hold.account_id, budget.since, hold.account_id)
+                row = tx.one(ACCOUNT_USED_SQL.format("?", "?"), args)
+                if row is not None and int(row[0]) + hold.amount > budget.limit:
+                    raise account_budget_error(budget.limit)
             if not tx.execute(
                 "UPDATE accounts SET held = held + ? WHERE id = ? AND balance - held >= ?",
                 (hold.amount, hold.account_id, hold.amount),

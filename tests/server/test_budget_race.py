@@ -1,17 +1,20 @@
-"""A key whose budget covers 10 holds, 100 requests at once: exactly 10 are admitted,
-what the key spends stays within its budget and the ledger reconciles; on one gateway
-over SQLite and across two gateway processes sharing PostgreSQL."""
+"""A key (or an account) whose budget covers 10 holds, 100 requests at once: exactly
+10 are admitted, what the key (the account, over all its keys) spends stays within its
+budget and the ledger reconciles; on one gateway over SQLite and across two gateway
+processes sharing PostgreSQL."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import pytest
 
-from sluice.core.principal import KeyPolicy
+from sluice.accounts.keys import key_digest, key_prefix, new_key
+from sluice.core.principal import AccountPolicy, KeyPolicy
 from sluice.storage.base import Store
 from sluice.storage.factory import open_store
 from tests.server.test_money import BODY, HOLD, USD
@@ -36,10 +39,12 @@ async def database(kind: str, tmp_path: Path) -> AsyncIterator[str]:
         yield dsn
 
 
+@pytest.mark.parametrize("whose", ["key", "account"])
 @pytest.mark.parametrize(("kind", "replicas"), [("sqlite", 1), ("postgres", 2)])
-async def test_a_key_budget_admits_exactly_what_it_covers(
-    tmp_path: Path, fake: FakeUpstream, kind: str, replicas: int
+async def test_a_budget_admits_exactly_what_it_covers(
+    tmp_path: Path, fake: FakeUpstream, kind: str, replicas: int, whose: str
 ) -> None:
+    """A key's budget over its requests, or an account's over two keys' requests."""
     release = asyncio.Event()
     usage = {"prompt_tokens": 40, "completion_tokens": 3, "total_tokens": 43}
     fake.default = Reply.stream(
@@ -48,35 +53,55 @@ async def test_a_key_budget_admits_exactly_what_it_covers(
     async with database(kind, tmp_path) as url:
         store: Store = await open_store(url)
         try:
-            policy = KeyPolicy(budget=COVERED * HOLD, budget_period="monthly")
-            key = await metered_key(store, "team", 1000 * USD, policy)
+            keys = await budgeted_keys(store, whose)
             config = f'[storage]\nurl = "{url}"\n[server]\nsse_keepalive_interval = 0\n'
             statuses = await _race(
                 tmp_path,
                 config + openai_connection_toml(fake.base_url),
-                key,
+                keys,
                 fake,
                 release,
                 replicas,
             )
             # the gateways have stopped: every settlement is written
-            spent = await store.key_spent("key_team", 0)
+            key_spent = await store.key_spent("key_team", 0)
             account = await store.get_account("team")
             mismatches = await store.reconcile()
         finally:
             await store.close()
     assert statuses.count(200) == COVERED and statuses.count(402) == REQUESTS - COVERED
     assert len(fake.requests) == COVERED
-    assert 0 < spent <= COVERED * HOLD
     assert account is not None and account.held == 0
-    assert account.balance == 1000 * USD - spent
+    spent = 1000 * USD - account.balance
+    assert 0 < spent <= COVERED * HOLD
+    if whose == "key":
+        assert key_spent == spent
     assert mismatches == []
+
+
+async def budgeted_keys(store: Store, whose: str) -> list[str]:
+    """The key of account ``team`` with the budget, or two keys of ``team`` with it."""
+    budget = COVERED * HOLD
+    if whose == "key":
+        return [await metered_key(store, "team", 1000 * USD, KeyPolicy(budget=budget))]
+    keys = [await metered_key(store, "team", 1000 * USD), await second_key(store, "acct_team")]
+    await store.update_account("acct_team", AccountPolicy(budget=budget, budget_period="daily"))
+    return keys
+
+
+async def second_key(store: Store, account_id: str) -> str:
+    key = new_key(os.urandom(32))
+    digest, prefix = key_digest(key), key_prefix(key)
+    await store.add_key(
+        "key_two", account_id=account_id, key_digest=digest, prefix=prefix, name=None, now=1
+    )
+    return key
 
 
 async def _race(
     tmp_path: Path,
     config: str,
-    key: str,
+    keys: list[str],
     fake: FakeUpstream,
     release: asyncio.Event,
     replicas: int,
@@ -91,7 +116,7 @@ async def _race(
             gw = gateways[n % replicas]
             client = await RawClient.connect(gw.host, gw.port)
             try:
-                await client.send(post("/v1/chat/completions", BODY, key))
+                await client.send(post("/v1/chat/completions", BODY, keys[n % len(keys)]))
                 return (await client.read_response()).status
             finally:
                 await client.close()

@@ -1,0 +1,3 @@
+-- An account's own budget and per-minute limits over all its keys, and metadata
+-- (core/principal.py AccountPolicy), as one JSON object; '{}' is no policy.
+ALTER TABLE accounts ADD COLUMN policy TEXT NOT NULL DEFAULT '{}';

@@ -1,0 +1,157 @@
+"""Credit holds, settlements and the ledger on PostgreSQL.
+
+A hold is one statement: a conditional ``UPDATE`` of the account row
+(``… WHERE balance - held >= amount``) and the hold's ``INSERT`` in one round trip.
+Concurrent holds on one account queue on the row lock and each re-checks the condition
+against the committed row, so no interleaving can overdraw. A budgeted hold first takes
+a transaction lock on its key (an advisory lock) and on its account (the row), then
+sums what the budget has used in a statement of its own, which sees every settlement
+committed before the lock was granted.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+from sluice.storage.base import (
+    RECONCILE_SUMS,
+    ConstraintViolationError,
+    HoldRequest,
+    Mismatch,
+    Settlement,
+    mismatches,
+)
+from sluice.storage.budgets import (
+    ACCOUNT_USED_SQL,
+    KEY_USED_SQL,
+    account_budget_error,
+    key_budget_error,
+)
+from sluice.storage.postgres.requests import PostgresRequests
+
+_KEY_LOCK = 0x5111CF  # advisory lock class of a key's budgeted holds
+_PLACE_HOLD = (
+    "WITH held AS (UPDATE accounts SET held = held + $5 "
+    "  WHERE id = $2 AND balance - held >= $5 RETURNING id), "
+    "ins AS (INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, "
+    "  expires_at) SELECT $1, id, $3, $4, $5, $6, $7 FROM held RETURNING 1) "
+    "SELECT count(*) FROM ins"
+)
+
+
+def _hold_args(hold: HoldRequest) -> tuple[object, ...]:
+    return (
+        hold.hold_id,
+        hold.account_id,
+        hold.key_id,
+        hold.request_id,
+        hold.amount,
+        hold.now,
+        hold.expires_at,
+    )
+
+
+_SETTLE_BATCH = """
+WITH s AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+                         $6::bigint[], $7::text[], $8::text[])
+                  AS t(hold_id, account_id, key_id, request_id, charge, now, model, provider)
+), entries AS (
+    INSERT INTO ledger (account_id, key_id, request_id, kind, amount, created_at, model,
+                        provider)
+    SELECT account_id, key_id, request_id, 'charge', -charge, now, model, provider FROM s
+    ON CONFLICT (request_id) WHERE kind = 'charge' DO NOTHING
+    RETURNING request_id
+), fresh AS (
+    SELECT s.* FROM s JOIN entries USING (request_id)
+), released AS (
+    UPDATE holds SET released_at = f.now, charged = f.charge FROM fresh f
+    WHERE holds.id = f.hold_id AND holds.released_at IS NULL
+    RETURNING holds.account_id, holds.amount
+), charges AS (
+    SELECT account_id, SUM(charge) AS total FROM fresh GROUP BY account_id
+), releases AS (
+    SELECT account_id, SUM(amount) AS total FROM released GROUP BY account_id
+)
+UPDATE accounts a SET balance = a.balance - c.total, held = a.held - COALESCE(r.total, 0)
+FROM charges c LEFT JOIN releases r USING (account_id)
+WHERE a.id = c.account_id
+"""
+
+
+async def _place_budgeted_hold(
+    conn: PoolConnectionProxy[asyncpg.Record], hold: HoldRequest
+) -> bool:
+    """In a transaction: each budget is checked under its lock (key, then account), so
+    the budgeted holds of one key, or of one account, are placed one at a time by every
+    process sharing the database."""
+    budget = hold.key_budget
+    if budget is not None:
+        await conn.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", _KEY_LOCK, hold.key_id)
+        used = await conn.fetchval(KEY_USED_SQL.format("$1", "$2"), hold.key_id, budget.since)
+        if int(used) + hold.amount > budget.limit:
+            raise key_budget_error(budget.limit)
+    budget = hold.account_budget
+    if budget is not None:
+        await conn.execute("SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", hold.account_id)
+        used = await conn.fetchval(
+            ACCOUNT_USED_SQL.format("$1", "$2"), hold.account_id, budget.since
+        )
+        if used is not None and int(used) + hold.amount > budget.limit:
+            raise account_budget_error(budget.limit)
+    return bool(await conn.fetchval(_PLACE_HOLD, *_hold_args(hold)))
+
+
+class PostgresHolds(PostgresRequests):
+    async def place_hold(self, hold: HoldRequest) -> bool:
+        if hold.key_budget is None and hold.account_budget is None:
+            return bool(await self.pool.fetchval(_PLACE_HOLD, *_hold_args(hold)))
+        async with self.pool.acquire() as conn, conn.transaction():
+            return await _place_budgeted_hold(conn, hold)
+
+    async def settle(self, settlements: list[Settlement]) -> None:
+        """A whole batch in one statement: ledger entries (a request already charged is
+        skipped by the unique index), the holds released, each account's balance and
+        held amount moved by its sums."""
+        # Within one batch a request settles once, the first time (as on SQLite, whose
+        # INSERT OR IGNORE keeps the first); the index guards across batches.
+        first: dict[str, Settlement] = {}
+        for s in settlements:
+            first.setdefault(s.request_id, s)
+        unique = list(first.values())
+        try:
+            await self.pool.execute(
+                _SETTLE_BATCH,
+                [s.hold_id for s in unique],
+                [s.account_id for s in unique],
+                [s.key_id for s in unique],
+                [s.request_id for s in unique],
+                [s.charge for s in unique],
+                [s.now for s in unique],
+                [s.model for s in unique],
+                [s.provider for s in unique],
+            )
+        except asyncpg.IntegrityConstraintViolationError as exc:
+            raise ConstraintViolationError(str(exc)) from None
+
+    async def reclaim_expired(self, now: int) -> int:
+        async with self.pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                "WITH expired AS (UPDATE holds SET released_at = $1, charged = 0 "
+                "  WHERE released_at IS NULL AND expires_at <= $1 "
+                "  RETURNING account_id, amount) "
+                "SELECT account_id, SUM(amount)::bigint, COUNT(*) FROM expired GROUP BY account_id",
+                now,
+            )
+            await conn.executemany(
+                "UPDATE accounts SET held = held - $1 WHERE id = $2",
+                [(total, account) for account, total, _ in rows],
+            )
+        return sum(int(count) for _, _, count in rows)
+
+    async def reconcile(self) -> list[Mismatch]:
+        rows = await self.pool.fetch(
+            f"SELECT a.name, a.balance, {RECONCILE_SUMS} FROM accounts a ORDER BY a.name"
+        )
+        return mismatches([(row[0], *(int(v) for v in row[1:])) for row in rows])

@@ -1,0 +1,61 @@
+"""``sluice accounts create|update|show|list`` with an account's own budget and limits,
+read back by the store the gateway uses (its keys' principal carries them)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from sluice.cli.main import main
+from sluice.core.principal import AccountPolicy
+from sluice.storage.factory import open_store
+
+USD = 10**9
+
+
+def run(home: Path, *args: str) -> Result:
+    return CliRunner().invoke(main, [*args, "--home", str(home)])
+
+
+async def stored_policy(home: Path, name: str) -> AccountPolicy:
+    store = await open_store(f"sqlite:///{home / 'sluice.db'}")
+    try:
+        account = await store.get_account(name)
+    finally:
+        await store.close()
+    assert account is not None
+    return account.policy
+
+
+def test_create_update_and_clear_an_accounts_policy(tmp_path: Path) -> None:
+    assert run(tmp_path, "init").exit_code == 0
+    made = run(tmp_path, "accounts", "create", "team", "--budget", "25", "--rpm", "60")
+    assert made.exit_code == 0, made.output
+    assert "budget:      $25.000000000 (never)" in made.output and "rpm:         60" in made.output
+    updated = run(
+        tmp_path, "accounts", "update", "team", "--budget-period", "monthly", "--tpm", "5000",
+        "--meta", "owner=search", "--rpm", "none",
+    )  # fmt: skip
+    assert updated.exit_code == 0, updated.output
+    assert asyncio.run(stored_policy(tmp_path, "team")) == AccountPolicy(
+        tpm=5000, budget=25 * USD, budget_period="monthly", metadata={"owner": "search"}
+    )
+    shown = run(tmp_path, "accounts", "show", "team").output
+    assert "budget:      $25.000000000 (monthly)" in shown and "tpm:         5000" in shown
+    listed = json.loads(run(tmp_path, "accounts", "list", "--json").output)
+    assert [(a["budget"], a["tpm"], a["metadata"]) for a in listed] == [
+        (25.0, 5000, {"owner": "search"})
+    ]
+
+
+def test_bad_values_and_unknown_accounts_are_refused(tmp_path: Path) -> None:
+    assert run(tmp_path, "init").exit_code == 0
+    assert run(tmp_path, "accounts", "create", "team").exit_code == 0
+    assert run(tmp_path, "accounts", "update", "team", "--rpm", "0").exit_code == 2
+    assert run(tmp_path, "accounts", "update", "team", "--budget", "-3").exit_code == 2
+    missing = run(tmp_path, "accounts", "update", "nobody", "--rpm", "5")
+    assert missing.exit_code == 1 and "no account named 'nobody'" in missing.output
+    assert asyncio.run(stored_policy(tmp_path, "team")) == AccountPolicy()
