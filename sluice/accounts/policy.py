@@ -124,6 +124,7 @@ async def key_doc(store: Store, key: KeyInfo, now: int) -> dict[str, object]:
     policy = key.policy
     spent = await store.key_spent(key.id, period_start(now, policy.budget_period))
     return {
+        "id": key.id,
         "prefix": key.prefix,
         "name": key.name,
         "created_at": key.created_at,

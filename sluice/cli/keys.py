@@ -153,18 +153,27 @@ def keys_rotate(prefix: str, config_path: Path | None, home: str | None) -> None
 
 @keys.command("list")
 @click.option("--account", "account_name", required=True)
+@click.option("--json", "as_json", is_flag=True, help="A JSON array for scripts.")
 @config_option
 @home_option
-def keys_list(account_name: str, config_path: Path | None, home: str | None) -> None:
+def keys_list(account_name: str, as_json: bool, config_path: Path | None, home: str | None) -> None:
     """The account's keys by prefix (never the keys themselves)."""
 
-    async def work(store: Store) -> list[str]:
+    async def work(store: Store) -> list[str] | list[dict[str, object]]:
         account = await store.get_account(account_name)
         if account is None:
             raise click.ClickException(f"no account named {account_name!r}")
-        return [_describe(k) for k in await store.list_keys(account.id)]
+        found = await store.list_keys(account.id)
+        if not as_json:
+            return [_describe(k) for k in found]
+        now = int(time.time())
+        return [await key_doc(store, k, now) for k in found]
 
-    for line in _run(config_path, home, work):
+    listed = _run(config_path, home, work)
+    if as_json:
+        click.echo(json.dumps(listed, indent=2))
+        return
+    for line in listed:
         click.echo(line)
 
 

@@ -14,6 +14,7 @@ from sluice.core.principal import NO_POLICY
 from sluice.errors import InvalidRequestError, NotFoundError
 from sluice.ids import random_id
 from sluice.server.admin_common import decode_json, find_account, send_json
+from sluice.server.pages import decode_cursor, encode_cursor, page_limit, query_params
 from sluice.storage.base import KeyInfo
 
 if TYPE_CHECKING:
@@ -22,6 +23,31 @@ if TYPE_CHECKING:
 
 class Revoke(msgspec.Struct, forbid_unknown_fields=True):
     prefix: Annotated[str, msgspec.Meta(pattern=r"^sk-sluice-[0-9A-Za-z]{0,40}$")]
+
+
+class KeyCursor(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """Where a key listing stopped: the last key's ``created_at`` and id."""
+
+    created_at: int
+    id: str
+
+
+async def _key_page(gw: Gateway, call: Call, name: str, now: int) -> dict[str, object]:
+    """``GET /admin/accounts/{name}/keys``: a page of the account's keys, oldest first."""
+    params = query_params(call.request.query, ("limit", "cursor"))
+    limit = page_limit(params.get("limit"))
+    cursor = params.get("cursor")
+    at = None if cursor is None else decode_cursor(cursor, KeyCursor)
+    account = await find_account(gw, name)
+    after = None if at is None else (at.created_at, at.id)
+    found = await gw.store.list_keys(account.id, limit + 1, after)
+    page, more = found[:limit], len(found) > limit
+    return {
+        "object": "list",
+        "data": [await key_doc(gw.store, k, now) for k in page],
+        "has_more": more,
+        "next_cursor": encode_cursor(KeyCursor(page[-1].created_at, page[-1].id)) if more else None,
+    }
 
 
 async def _key(gw: Gateway, prefix: str) -> KeyInfo:
@@ -37,15 +63,13 @@ async def key_endpoints(gw: Gateway, call: Call, parts: list[str], now: int) -> 
     method, body = call.request.method, call.request.body
     match parts:
         case ["accounts", name, "keys"] if method == "GET":
-            account = await find_account(gw, name)
-            keys = await gw.store.list_keys(account.id)
-            await send_json(call, 200, {"data": [await key_doc(gw.store, k, now) for k in keys]})
+            await send_json(call, 200, await _key_page(gw, call, name, now))
         case ["accounts", name, "keys"] if method == "POST":
             account = await find_account(gw, name)
             label, policy = apply_changes(decode_json(body, KeyChanges), None, NO_POLICY)
-            key = new_key(os.urandom(32))
+            key, key_id = new_key(os.urandom(32)), random_id("key")
             await gw.store.add_key(
-                random_id("key"),
+                key_id,
                 account_id=account.id,
                 key_digest=key_digest(key),
                 prefix=key_prefix(key),
@@ -53,7 +77,7 @@ async def key_endpoints(gw: Gateway, call: Call, parts: list[str], now: int) -> 
                 now=now,
                 policy=policy,
             )
-            info = KeyInfo("", account.id, key_prefix(key), label, now, None, policy)
+            info = KeyInfo(key_id, account.id, key_prefix(key), label, now, None, policy)
             await send_json(call, 201, {"key": key, **await key_doc(gw.store, info, now)})
         case ["keys", prefix] if method == "PATCH":
             found = await _key(gw, prefix)

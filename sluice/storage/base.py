@@ -197,6 +197,9 @@ class RequestFilters(msgspec.Struct, frozen=True, kw_only=True):
     until: int | None = None
 
 
+KeyPosition = tuple[int, str]
+"""Where a key listing stopped: the last key's ``(created_at, id)``."""
+
 RequestPosition = tuple[int, str]
 """Where a request-log listing stopped: the last row's ``(created_at, id)``."""
 
@@ -267,7 +270,12 @@ class Store(Protocol):
         policy: KeyPolicy = NO_POLICY,
     ) -> None: ...
 
-    async def list_keys(self, account_id: str) -> list[KeyInfo]: ...
+    async def list_keys(
+        self, account_id: str, limit: int | None = None, after: KeyPosition | None = None
+    ) -> list[KeyInfo]:
+        """The account's keys, oldest first by ``(created_at, id)``: up to ``limit`` (all
+        when None) after position ``after`` (from the first when None)."""
+        ...
 
     async def find_key(self, prefix: str) -> KeyInfo | None:
         """The live key whose readable prefix starts with ``prefix``; None when there is

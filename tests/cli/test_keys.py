@@ -71,3 +71,16 @@ async def test_create_update_and_list_a_keys_policy(tmp_path: Path) -> None:
     assert rotated.exit_code == 0 and new.startswith("sk-sluice-") and new != key
     assert served.status == 200
     assert new[:14] in after.output and key[:14] not in after.output
+
+
+def test_list_json_gives_each_key_without_its_secret(tmp_path: Path) -> None:
+    home = ["--home", str(tmp_path)]
+    runner = CliRunner()
+    assert runner.invoke(main, ["init", *home]).exit_code == 0
+    assert runner.invoke(main, ["accounts", "create", "team", *home]).exit_code == 0
+    made = runner.invoke(main, ["keys", "create", "--account", "team", "--rpm", "3", *home])
+    key = made.output.strip().splitlines()[-1]
+    listed = runner.invoke(main, ["keys", "list", "--account", "team", "--json", *home])
+    docs = json.loads(listed.output)
+    assert [(d["prefix"], d["rpm"], d["revoked"]) for d in docs] == [(key[:18], 3, False)]
+    assert docs[0]["id"].startswith("key_") and key not in listed.output

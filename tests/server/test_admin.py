@@ -65,8 +65,10 @@ async def test_accounts_credits_and_keys(tmp_path: Path) -> None:
     assert typo.status == 400
     assert works.status == 200
     assert new["key"] not in listed.body.decode()
+    assert new["id"].startswith("key_")
     assert listed.json()["data"] == [
         {
+            "id": new["id"],
             "prefix": new["prefix"],
             "name": "ci",
             "created_at": listed.json()["data"][0]["created_at"],
@@ -280,3 +282,21 @@ async def test_amounts_names_and_prices_out_of_range_are_400s_not_500s(tmp_path:
     for name, resp in answers.items():
         assert resp.status == 400, (name, resp.body)
         assert resp.json()["error"]["type"] == "invalid_request_error"
+
+
+async def test_an_accounts_keys_are_listed_a_page_at_a_time(tmp_path: Path) -> None:
+    async with running_gateway(tmp_path, env=ENV) as gw:
+        await admin(gw, "POST", "/admin/accounts", {"name": "team"})
+        made = [(await admin(gw, "POST", "/admin/accounts/team/keys")).json() for _ in range(5)]
+        pages, cursor = [], ""
+        while True:
+            page = (await admin(gw, "GET", f"/admin/accounts/team/keys?limit=2{cursor}")).json()
+            pages.append([k["id"] for k in page["data"]])
+            if not page["has_more"]:
+                break
+            cursor = f"&cursor={page['next_cursor']}"
+        bad = await admin(gw, "GET", "/admin/accounts/team/keys?cursor=abc")
+    listed = [key_id for page in pages for key_id in page]
+    assert [len(p) for p in pages] == [2, 2, 1]
+    assert sorted(listed) == sorted(k["id"] for k in made) and len(set(listed)) == 5
+    assert bad.status == 400 and bad.json()["error"]["code"] == "invalid_cursor"

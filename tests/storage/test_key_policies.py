@@ -72,3 +72,27 @@ async def test_a_revoked_key_is_not_found(store: Store) -> None:
     key = await _key(store, 6)
     assert await store.revoke_keys(key_prefix(key), now=3) == 1
     assert await store.find_key(key_prefix(key)) is None
+
+
+async def test_keys_are_listed_oldest_first_a_page_at_a_time(store: Store) -> None:
+    await store.create_account("acct_t", "team", metered=True, credits=0, now=1)
+    await store.create_account("acct_o", "other", metered=True, credits=0, now=1)
+    for n, (account, created) in enumerate([("acct_t", 5), ("acct_t", 3), ("acct_o", 1)] * 3):
+        await store.add_key(
+            f"key_{n}",
+            account_id=account,
+            key_digest=f"d{n}",
+            prefix=f"p{n}",
+            name=None,
+            now=created,
+        )
+    everything = [k.id for k in await store.list_keys("acct_t")]
+    assert everything == ["key_1", "key_4", "key_7", "key_0", "key_3", "key_6"]
+    pages, after = [], None
+    while True:
+        page = await store.list_keys("acct_t", 4, after)
+        pages.append([k.id for k in page])
+        if len(page) < 4:
+            break
+        after = (page[-1].created_at, page[-1].id)
+    assert pages == [everything[:4], everything[4:]]

@@ -19,7 +19,7 @@ from sluice.core.principal import (
     policy_json,
 )
 from sluice.errors import ConfigError, ConflictError, NotFoundError
-from sluice.storage.base import Account, KeyInfo, one_key
+from sluice.storage.base import Account, KeyInfo, KeyPosition, one_key
 from sluice.storage.budgets import KEY_SPENT_SQL
 from sluice.storage.migrations import migration_scripts
 from sluice.storage.postgres.holds import PostgresHolds
@@ -204,10 +204,16 @@ class PostgresStore(PostgresHolds):
             policy_json(policy),
         )
 
-    async def list_keys(self, account_id: str) -> list[KeyInfo]:
+    async def list_keys(
+        self, account_id: str, limit: int | None = None, after: KeyPosition | None = None
+    ) -> list[KeyInfo]:
+        start = after or (-1, "")
         rows = await self.pool.fetch(
-            f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE account_id = $1 ORDER BY created_at, id",
+            f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE account_id = $1 "
+            "AND (created_at, id) > ($2, $3) ORDER BY created_at, id LIMIT $4",
             account_id,
+            *start,
+            limit,
         )
         return [_key_from(row) for row in rows]
 

@@ -15,7 +15,7 @@ from sluice.core.principal import (
     policy_json,
 )
 from sluice.errors import ConflictError, NotFoundError
-from sluice.storage.base import Account, KeyInfo, one_key
+from sluice.storage.base import Account, KeyInfo, KeyPosition, one_key
 from sluice.storage.budgets import KEY_SPENT_SQL
 from sluice.storage.sqlite.connection import Row, SqliteBase, Tx
 
@@ -163,10 +163,14 @@ class SqliteAccounts(SqliteBase):
             )
         )
 
-    async def list_keys(self, account_id: str) -> list[KeyInfo]:
+    async def list_keys(
+        self, account_id: str, limit: int | None = None, after: KeyPosition | None = None
+    ) -> list[KeyInfo]:
+        start = after or (-1, "")
         rows = await self.all(
-            f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE account_id = ? ORDER BY created_at, id",
-            (account_id,),
+            f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE account_id = ? "
+            "AND (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT ?",
+            (account_id, *start, -1 if limit is None else limit),
         )
         return [_key_from(row) for row in rows]
 
