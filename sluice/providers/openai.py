@@ -28,9 +28,10 @@ from sluice.providers.base import (
 )
 from sluice.providers.errors import error_for_status, malformed_response, retry_after_seconds
 from sluice.providers.normalize import normalize_finish_reason
+from sluice.providers.openai_request import openai_body
 from sluice.providers.sse_stream import SSEStreamTranslator
 from sluice.providers.stream_base import malformed_event
-from sluice.wire.chat import ChatRequest, StreamOptions
+from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import (
     CompletionChoice,
     Delta,
@@ -302,13 +303,7 @@ class OpenAIAdapter(AdapterBase):
 
     def build_request(self, req: ChatRequest, target: Target) -> UpstreamRequest:
         conn = target.connection
-        body = msgspec.structs.replace(
-            req,
-            model=target.native_model,
-            models=UNSET,
-            stream=True if req.is_stream else UNSET,
-            stream_options=StreamOptions(include_usage=True) if req.is_stream else UNSET,
-        )
+        body = openai_body(req, target.native_model)
         headers = {"content-type": "application/json"}
         if req.is_stream:
             headers["accept"] = "text/event-stream"

@@ -6,11 +6,12 @@ the caller's, except where the wording is shared as well.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import msgspec
 
 from sluice.errors import InvalidRequestError
+from sluice.wire.chat import DocumentPart, ImagePart, TextPart
 
 _ANY = msgspec.json.Decoder()
 
@@ -48,3 +49,26 @@ def tool_arguments_object(arguments: str, param: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidRequestError("Tool call arguments must be a JSON object.", param=param)
     return value
+
+
+def tool_result_text(content: str | list[TextPart | ImagePart], param: str) -> str:
+    """A tool result's text, for providers whose tool results are text only: an image
+    in one is refused (``param`` names the message)."""
+    if isinstance(content, str):
+        return content
+    for j, part in enumerate(content):
+        if isinstance(part, ImagePart):
+            raise InvalidRequestError(
+                "This provider takes text tool results only; this one holds an image.",
+                param=f"{param}.content[{j}]",
+            )
+    return "".join(p.text for p in content if isinstance(p, TextPart))
+
+
+def refuse_document(part: DocumentPart, param: str) -> NoReturn:
+    """For providers without document blocks: 400 naming the part."""
+    raise InvalidRequestError(
+        "This provider does not take document content parts; send the text, or a file "
+        "part where the provider takes files.",
+        param=param,
+    )

@@ -53,8 +53,39 @@ class RefusalPart(_Wire, tag_field="type", tag="refusal"):
     refusal: str
 
 
-UserContentPart = TextPart | ImagePart | AudioPart | FilePart
+class DocumentPart(_Wire, tag_field="type", tag="document"):
+    """Sluice extension: a document (PDF, plain text, content blocks) as the Messages
+    wire sends it; ``source`` and ``citations`` are forwarded as given."""
+
+    source: Raw
+    title: str | Opt | None = UNSET
+    context: str | Opt | None = UNSET
+    citations: Raw | Opt = UNSET
+    cache_control: Raw | Opt = UNSET
+
+
+UserContentPart = TextPart | ImagePart | AudioPart | FilePart | DocumentPart
 AssistantContentPart = TextPart | RefusalPart
+
+
+# --- thinking, kept with what the provider signed --------------------------------------
+
+
+class ThinkingBlock(_Wire, tag_field="type", tag="thinking"):
+    """Sluice extension: a provider's reasoning with the signature it issued, so a later
+    turn can send it back."""
+
+    thinking: str
+    signature: str
+
+
+class RedactedThinkingBlock(_Wire, tag_field="type", tag="redacted_thinking"):
+    """Sluice extension: reasoning the provider returned encrypted (``data``)."""
+
+    data: str
+
+
+ThinkingBlocks = list[ThinkingBlock | RedactedThinkingBlock]
 
 
 # --- tool calls in messages ----------------------------------------------------------
@@ -69,6 +100,7 @@ class ToolCall(_Wire):
     id: str
     function: FunctionCall
     type: Literal["function"] = "function"
+    cache_control: Raw | Opt = UNSET
 
 
 # --- messages, tagged by role --------------------------------------------------------
@@ -95,11 +127,16 @@ class AssistantMessage(_Wire, tag_field="role", tag="assistant"):
     name: str | Opt = UNSET
     refusal: str | Opt | None = UNSET
     reasoning_content: str | Opt | None = UNSET
+    thinking_blocks: ThinkingBlocks | Opt = UNSET
+    """Sluice extension: the reasoning of this turn as signed blocks (before its text)."""
 
 
 class ToolMessage(_Wire, tag_field="role", tag="tool"):
-    content: str | list[TextPart]
+    content: str | list[TextPart | ImagePart]
     tool_call_id: str
+    is_error: bool | Opt = UNSET
+    """Sluice extension: the tool failed and ``content`` says how."""
+    cache_control: Raw | Opt = UNSET
 
 
 class FunctionMessage(_Wire, tag_field="role", tag="function"):
@@ -130,6 +167,7 @@ class FunctionDefinition(_Wire):
 class Tool(_Wire):
     function: FunctionDefinition
     type: Literal["function"] = "function"
+    cache_control: Raw | Opt = UNSET
 
 
 class NamedFunction(_Wire):
@@ -168,6 +206,7 @@ ModelName = Annotated[str, Meta(min_length=1, max_length=512, pattern=r"^[^\x00-
 Probability = Annotated[float, Meta(ge=0, le=1)]
 Penalty = Annotated[float, Meta(ge=-2, le=2)]
 StopList = Annotated[list[str], Meta(max_length=16)]
+BetaName = Annotated[str, Meta(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")]
 
 
 class ChatRequest(_Wire):
@@ -208,6 +247,11 @@ class ChatRequest(_Wire):
     safety_identifier: Raw | Opt = UNSET
     # Sluice extension: request-level fallback models, tried after ``model``.
     models: list[ModelName] | Opt | None = UNSET
+    # Sluice extensions for providers that take them (others drop them): top-k sampling,
+    # an exact thinking budget (over ``reasoning_effort``), beta features by name.
+    top_k: PositiveInt | Opt | None = UNSET
+    reasoning_budget: PositiveInt | Opt | None = UNSET
+    betas: Annotated[list[BetaName], Meta(max_length=32)] | Opt | None = UNSET
     # Upstream overrides other gateways read from the body; refused (refuse_overrides).
     api_base: Raw | Opt = UNSET
     base_url: Raw | Opt = UNSET
@@ -300,3 +344,7 @@ def message_text(message: Message) -> str:
     if isinstance(content, list):
         return "".join(p.text for p in content if isinstance(p, TextPart))
     return ""
+
+
+EXTENSION_FIELDS = ("models", "top_k", "reasoning_budget", "betas")
+"""Top-level fields of ours that an OpenAI-compatible upstream does not take."""

@@ -1,7 +1,8 @@
 """The ``anthropic`` adapter: request, whole answer and error in, our shapes out.
 
 ``base_url`` is the host root (``https://api.anthropic.com``); a trailing ``/v1`` is
-tolerated so both spellings reach ``/v1/messages``. Authentication is ``x-api-key``.
+tolerated so both spellings reach ``/v1/messages``. Authentication is ``x-api-key``;
+the request's ``betas`` go in ``anthropic-beta``.
 """
 
 from __future__ import annotations
@@ -97,6 +98,8 @@ class AnthropicAdapter(AdapterBase):
             headers["accept-encoding"] = "identity"
         if conn.api_key is not None:
             headers["x-api-key"] = conn.api_key.reveal()
+        if isinstance(req.betas, list) and req.betas:
+            headers["anthropic-beta"] = ",".join(req.betas)
         return UpstreamRequest(
             method="POST",
             url=messages_url(conn.base_url),

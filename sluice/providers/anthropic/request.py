@@ -17,27 +17,52 @@ What is not obvious:
 - ``response_format`` ``json_schema`` → ``output_config.format`` (Anthropic's
   structured outputs: the text answer is JSON that fits the schema); ``json_object``
   has no equivalent and is not sent.
+- An exact ``reasoning_budget`` (ours; the Messages front door sets it) is sent as
+  given, inside the client's ``max_tokens`` as Anthropic counts it.
 - ``temperature`` is passed as given (Anthropic's range is 0 to 1; it answers 400
-  above). ``seed``, penalties, ``logprobs``, ``logit_bias`` and an image's ``detail``
-  have no equivalent and are dropped, and so is an assistant's ``reasoning_content``:
-  Anthropic takes thinking back only with the signature it issued, which our format
-  does not carry. ``n > 1`` is refused: Anthropic returns one answer per request.
+  above), ``top_k`` too. ``seed``, penalties, ``logprobs``, ``logit_bias`` and an
+  image's ``detail`` have no equivalent and are dropped, and so is an assistant's bare
+  ``reasoning_content``: Anthropic takes thinking back only with the signature it
+  issued, which ``thinking_blocks`` carry (they go first in the turn, as sent).
+  Documents, ``cache_control`` on tools, tool calls and tool results, a tool result's
+  images and ``is_error`` are sent as given. ``n > 1`` is refused: Anthropic returns
+  one answer per request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
 
-from msgspec import UNSET, Raw, Struct, UnsetType
+from msgspec import UNSET, UnsetType
 
 from sluice.errors import InvalidRequestError
+from sluice.providers.anthropic.request_wire import (
+    Base64Source,
+    Block,
+    DocumentBlock,
+    ImageBlock,
+    MessageParam,
+    MessagesRequest,
+    Metadata,
+    OutputConfig,
+    OutputFormat,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ThinkingParam,
+    ToolChoiceParam,
+    ToolParam,
+    ToolResultBlock,
+    ToolUseBlock,
+    UrlSource,
+)
 from sluice.providers.request_parts import parse_data_url, tool_arguments_object
 from sluice.wire.chat import (
     AssistantMessage,
     ChatRequest,
     DeveloperMessage,
+    DocumentPart,
     ImagePart,
     JsonSchemaFormat,
     NamedToolChoice,
@@ -49,6 +74,7 @@ from sluice.wire.chat import (
     UserContentPart,
     UserMessage,
 )
+from sluice.wire.chat import ThinkingBlock as SignedThinking
 
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` when the client sets none (Anthropic requires one)."""
@@ -58,92 +84,6 @@ THINKING_BUDGETS: Mapping[str, int] = MappingProxyType(
     {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768}
 )
 """``reasoning_effort`` → ``thinking.budget_tokens``."""
-
-
-# --- Anthropic's request format (encode only) ---------------------------------------
-
-
-class TextBlock(Struct, tag_field="type", tag="text"):
-    text: str
-    cache_control: Raw | UnsetType = UNSET
-
-
-class Base64Source(Struct, tag_field="type", tag="base64"):
-    media_type: str
-    data: str
-
-
-class UrlSource(Struct, tag_field="type", tag="url"):
-    url: str
-
-
-class ImageBlock(Struct, tag_field="type", tag="image"):
-    source: Base64Source | UrlSource
-    cache_control: Raw | UnsetType = UNSET
-
-
-class ToolUseBlock(Struct, tag_field="type", tag="tool_use"):
-    id: str
-    name: str
-    input: dict[str, Any]
-
-
-class ToolResultBlock(Struct, tag_field="type", tag="tool_result"):
-    tool_use_id: str
-    content: str | list[TextBlock] | UnsetType = UNSET
-
-
-Block = TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock
-
-
-class MessageParam(Struct):
-    role: str
-    content: str | list[Block]
-
-
-class ToolParam(Struct):
-    name: str
-    input_schema: dict[str, Any]
-    description: str | UnsetType = UNSET
-    strict: bool | UnsetType = UNSET
-
-
-class ToolChoiceParam(Struct):
-    type: str
-    name: str | UnsetType = UNSET
-    disable_parallel_tool_use: bool | UnsetType = UNSET
-
-
-class ThinkingParam(Struct, tag_field="type", tag="enabled"):
-    budget_tokens: int
-
-
-class OutputFormat(Struct, tag_field="type", tag="json_schema"):
-    schema: dict[str, Any]
-
-
-class OutputConfig(Struct):
-    format: OutputFormat
-
-
-class Metadata(Struct):
-    user_id: str
-
-
-class MessagesRequest(Struct):
-    model: str
-    max_tokens: int
-    messages: list[MessageParam]
-    system: str | list[TextBlock] | UnsetType = UNSET
-    stop_sequences: list[str] | UnsetType = UNSET
-    temperature: float | UnsetType = UNSET
-    top_p: float | UnsetType = UNSET
-    tools: list[ToolParam] | UnsetType = UNSET
-    tool_choice: ToolChoiceParam | UnsetType = UNSET
-    thinking: ThinkingParam | UnsetType = UNSET
-    output_config: OutputConfig | UnsetType = UNSET
-    metadata: Metadata | UnsetType = UNSET
-    stream: bool | UnsetType = UNSET
 
 
 # --- building it ---------------------------------------------------------------------
@@ -165,6 +105,7 @@ def anthropic_request(req: ChatRequest, native_model: str) -> MessagesRequest:
         stop_sequences=req.stop_sequences or UNSET,
         temperature=_given(req.temperature),
         top_p=_given(req.top_p),
+        top_k=req.top_k if isinstance(req.top_k, int) else UNSET,
         tools=_tools(req),
         tool_choice=_tool_choice(req),
         thinking=thinking,
@@ -218,7 +159,7 @@ def _conversation(req: ChatRequest) -> tuple[str | list[TextBlock] | UnsetType, 
         elif isinstance(message, AssistantMessage):
             turns.add("assistant", _assistant_blocks(i, message))
         elif isinstance(message, ToolMessage):
-            turns.add("user", [_tool_result(message)])
+            turns.add("user", [_tool_result(i, message)])
         else:
             raise InvalidRequestError(
                 "Messages with role 'function' are not supported by this provider; "
@@ -250,14 +191,23 @@ def _user_blocks(i: int, content: str | list[UserContentPart]) -> list[Block]:
             if part.text:
                 blocks.append(TextBlock(part.text, part.cache_control))
         elif isinstance(part, ImagePart):
-            param = f"messages[{i}].content[{j}].image_url.url"
-            blocks.append(ImageBlock(_image_source(part.image_url.url, param), part.cache_control))
+            blocks.append(_image(part, f"messages[{i}].content[{j}].image_url.url"))
+        elif isinstance(part, DocumentPart):
+            blocks.append(
+                DocumentBlock(
+                    part.source, part.title, part.context, part.citations, part.cache_control
+                )
+            )
         else:
             raise InvalidRequestError(
                 "This provider accepts text and image content parts only.",
                 param=f"messages[{i}].content[{j}]",
             )
     return blocks
+
+
+def _image(part: ImagePart, param: str) -> ImageBlock:
+    return ImageBlock(_image_source(part.image_url.url, param), part.cache_control)
 
 
 def _image_source(url: str, param: str) -> Base64Source | UrlSource:
@@ -270,8 +220,15 @@ def _image_source(url: str, param: str) -> Base64Source | UrlSource:
 
 
 def _assistant_blocks(i: int, message: AssistantMessage) -> list[Block]:
+    """Signed thinking first, then text, then tool calls: the order Anthropic answers in."""
     content = message.content
     blocks: list[Block] = []
+    if isinstance(message.thinking_blocks, list):
+        for thought in message.thinking_blocks:
+            if isinstance(thought, SignedThinking):
+                blocks.append(ThinkingBlock(thought.thinking, thought.signature))
+            else:
+                blocks.append(RedactedThinkingBlock(thought.data))
     if isinstance(content, str) and content:
         blocks.append(TextBlock(content))
     elif isinstance(content, list):
@@ -285,15 +242,25 @@ def _assistant_blocks(i: int, message: AssistantMessage) -> list[Block]:
             param = f"messages[{i}].tool_calls[{j}].function.arguments"
             fn = call.function
             arguments = tool_arguments_object(fn.arguments, param)
-            blocks.append(ToolUseBlock(call.id, fn.name, arguments))
+            blocks.append(ToolUseBlock(call.id, fn.name, arguments, call.cache_control))
     return blocks
 
 
-def _tool_result(message: ToolMessage) -> ToolResultBlock:
+def _tool_result(i: int, message: ToolMessage) -> ToolResultBlock:
     content = message.content
+    result: str | list[TextBlock | ImageBlock] | UnsetType = UNSET
     if isinstance(content, str):
-        return ToolResultBlock(message.tool_call_id, content or UNSET)
-    return ToolResultBlock(message.tool_call_id, _text_blocks(content) or UNSET)
+        result = content or UNSET
+    else:
+        parts: list[TextBlock | ImageBlock] = []
+        for j, part in enumerate(content):
+            if isinstance(part, ImagePart):
+                parts.append(_image(part, f"messages[{i}].content[{j}].image_url.url"))
+            elif part.text:
+                parts.append(TextBlock(part.text, part.cache_control))
+        result = parts or UNSET
+    error = True if message.is_error is True else UNSET
+    return ToolResultBlock(message.tool_call_id, result, error, message.cache_control)
 
 
 def _tools(req: ChatRequest) -> list[ToolParam] | UnsetType:
@@ -309,6 +276,7 @@ def _tools(req: ChatRequest) -> list[ToolParam] | UnsetType:
                 input_schema=schema or {"type": "object", "properties": {}},
                 description=fn.description,
                 strict=True if fn.strict is True else UNSET,
+                cache_control=tool.cache_control,
             )
         )
     return tools
@@ -334,6 +302,9 @@ def _tool_choice(req: ChatRequest) -> ToolChoiceParam | UnsetType:
 def _output_budget(req: ChatRequest) -> tuple[int, ThinkingParam | UnsetType]:
     """``max_tokens`` and the thinking budget inside it."""
     ceiling = req.output_ceiling
+    exact = req.reasoning_budget
+    if isinstance(exact, int):  # as the Messages wire gives it: inside max_tokens
+        return ceiling or DEFAULT_MAX_TOKENS + exact, ThinkingParam(exact)
     effort = req.reasoning_effort
     if not isinstance(effort, str) or effort == "none":
         return ceiling or DEFAULT_MAX_TOKENS, UNSET

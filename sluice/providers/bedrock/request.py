@@ -30,7 +30,7 @@ from msgspec import UNSET, UnsetType
 
 from sluice.errors import InvalidRequestError
 from sluice.providers.bedrock import converse
-from sluice.providers.request_parts import parse_data_url
+from sluice.providers.request_parts import parse_data_url, tool_result_text
 from sluice.wire.chat import (
     AssistantMessage,
     ChatRequest,
@@ -80,7 +80,7 @@ def converse_body(req: ChatRequest, native_model: str) -> bytes:
         elif isinstance(message, AssistantMessage):
             _add_turn(turns, "assistant", _assistant_blocks(i, message))
         elif isinstance(message, ToolMessage):
-            _add_turn(turns, "user", [_tool_result(message)])
+            _add_turn(turns, "user", [_tool_result(message, f"messages[{i}]")])
         else:
             raise InvalidRequestError(
                 "Function messages are not supported by Bedrock; use tool messages.",
@@ -174,9 +174,8 @@ def _assistant_blocks(i: int, message: AssistantMessage) -> list[converse.Block]
     return blocks
 
 
-def _tool_result(message: ToolMessage) -> converse.ToolResultBlock:
-    content = message.content
-    text = content if isinstance(content, str) else "".join(p.text for p in content)
+def _tool_result(message: ToolMessage, param: str) -> converse.ToolResultBlock:
+    text = tool_result_text(message.content, param)
     result: list[converse.Text | converse.Json] = []
     if text:
         try:

@@ -41,12 +41,18 @@ from sluice.providers.gemini.wire import (
     ThinkingConfig,
     ToolConfig,
 )
-from sluice.providers.request_parts import parse_data_url, tool_arguments_object
+from sluice.providers.request_parts import (
+    parse_data_url,
+    refuse_document,
+    tool_arguments_object,
+    tool_result_text,
+)
 from sluice.wire.chat import (
     AssistantMessage,
     AudioPart,
     ChatRequest,
     DeveloperMessage,
+    DocumentPart,
     FilePart,
     ImagePart,
     JsonSchemaFormat,
@@ -112,7 +118,8 @@ def gemini_body(req: ChatRequest) -> GenerateContentRequest:
                     f"No assistant tool call has the id {message.tool_call_id!r}.",
                     param=f"messages[{i}].tool_call_id",
                 )
-            result = FunctionResponse(name, _result_object(_joined_text(message.content)))
+            text = tool_result_text(message.content, f"messages[{i}]")
+            result = FunctionResponse(name, _result_object(text))
             _add_turn(turns, "user", [Part(function_response=result)])
         else:  # the legacy "function" role names its function itself
             result = FunctionResponse(message.name, _result_object(message.content or ""))
@@ -160,6 +167,8 @@ def _user_parts(content: str | list[UserContentPart], i: int) -> list[Part]:
         elif isinstance(part, AudioPart):
             audio = _convert(part.input_audio, _InputAudio, param + ".input_audio")
             parts.append(Part(inline_data=Blob(f"audio/{audio.format}", audio.data)))
+        elif isinstance(part, DocumentPart):
+            refuse_document(part, param)
         else:
             parts.append(_file(part, param + ".file"))
     return parts
