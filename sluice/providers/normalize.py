@@ -143,6 +143,8 @@ class ChunkEmitter:
             emit = True
         else:
             delta.refusal = UNSET
+        if delta.reasoning_signature is not UNSET or delta.redacted_reasoning is not UNSET:
+            emit = True
         calls = delta.tool_calls
         delta.tool_calls = UNSET
         if emit:
@@ -182,7 +184,15 @@ class ChunkEmitter:
         call = ToolCallDelta(call_index, UNSET if id is None else id, UNSET, fn)
         self.delta(index, Delta(tool_calls=[call]))
 
-    def finish(self, index: int, reason: str) -> None:
+    def signature(self, index: int, signature: str) -> None:
+        """The signature of the reasoning sent so far (it closes a thinking block)."""
+        self.delta(index, Delta(reasoning_signature=signature))
+
+    def redacted(self, index: int, data: str) -> None:
+        """Reasoning the provider sent encrypted, to be passed back as it came."""
+        self.delta(index, Delta(redacted_reasoning=data))
+
+    def finish(self, index: int, reason: str, stop_sequence: str | None = None) -> None:
         if index not in self._finish:
             if not self._asked_for(index):
                 return
@@ -191,7 +201,8 @@ class ChunkEmitter:
             return
         called_tools = any(choice == index for choice, _ in self._calls)
         finish_reason = self._finish[index] = normalize_finish_reason(reason, called_tools)
-        self._out.append([Choice(index, Delta(), finish_reason)])
+        matched = UNSET if stop_sequence is None else stop_sequence
+        self._out.append([Choice(index, Delta(), finish_reason, stop_sequence=matched)])
 
     # -- reading -------------------------------------------------------------------
 

@@ -12,6 +12,8 @@ from typing import Literal
 
 from msgspec import UNSET, Raw, Struct, UnsetType
 
+from sluice.wire.chat import ThinkingBlocks
+
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 FINISH_REASONS: frozenset[str] = frozenset({"stop", "length", "tool_calls", "content_filter"})
 PriceSource = Literal["list", "custom", "custom_provider", "provider"]
@@ -30,20 +32,28 @@ class ToolCallDelta(Struct):
 
 
 class Delta(Struct):
+    """``reasoning_signature`` (the signature that closes the reasoning so far) and
+    ``redacted_reasoning`` (reasoning the provider sent encrypted) are Sluice extensions:
+    what a later turn must send back in ``thinking_blocks``."""
+
     role: Literal["assistant"] | UnsetType = UNSET
     content: str | UnsetType | None = UNSET
     reasoning_content: str | UnsetType | None = UNSET
     tool_calls: list[ToolCallDelta] | UnsetType | None = UNSET
     refusal: str | UnsetType | None = UNSET
+    reasoning_signature: str | UnsetType = UNSET
+    redacted_reasoning: str | UnsetType = UNSET
 
 
 class Choice(Struct):
-    """One choice of a stream chunk. ``finish_reason`` is always written (null or set)."""
+    """One choice of a stream chunk. ``finish_reason`` is always written (null or set);
+    ``stop_sequence`` (ours) says which stop sequence ended it, where the provider says."""
 
     index: int
     delta: Delta
     finish_reason: str | None
     logprobs: Raw | UnsetType | None = UNSET
+    stop_sequence: str | UnsetType = UNSET
 
 
 class PromptTokensDetails(Struct):
@@ -93,11 +103,14 @@ class ResponseToolCall(Struct, kw_only=True):
 
 
 class ResponseMessage(Struct, kw_only=True):
+    """``thinking_blocks`` (ours): the reasoning as the provider signed it, to send back."""
+
     role: Literal["assistant"] = "assistant"
     content: str | None
     reasoning_content: str | UnsetType = UNSET
     tool_calls: list[ResponseToolCall] | UnsetType = UNSET
     refusal: str | UnsetType | None = UNSET
+    thinking_blocks: ThinkingBlocks | UnsetType = UNSET
 
 
 class CompletionChoice(Struct):
@@ -105,6 +118,7 @@ class CompletionChoice(Struct):
     message: ResponseMessage
     finish_reason: str | None
     logprobs: Raw | UnsetType | None = UNSET
+    stop_sequence: str | UnsetType = UNSET
 
 
 class ChatCompletion(Struct, kw_only=True):

@@ -79,6 +79,10 @@ def test_parse_message_with_thinking_text_tool_use_and_cache_usage() -> None:
                         "function": {"name": "get_time", "arguments": "{}"},
                     },
                 ],
+                "thinking_blocks": [
+                    {"type": "thinking", "thinking": "Weather needs a tool.", "signature": "EqQB"},
+                    {"type": "redacted_thinking", "data": "EmwK"},
+                ],
             },
         }
     ]

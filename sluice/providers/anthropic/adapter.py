@@ -27,7 +27,7 @@ from sluice.providers.anthropic.upstream import (
 from sluice.providers.base import AdapterBase, ParsedCompletion, UpstreamRequest
 from sluice.providers.errors import malformed_response, retry_after_seconds
 from sluice.providers.normalize import normalize_finish_reason
-from sluice.wire.chat import ChatRequest
+from sluice.wire.chat import ChatRequest, RedactedThinkingBlock, ThinkingBlock, ThinkingBlocks
 from sluice.wire.chunks import (
     CompletionChoice,
     ResponseFunctionCall,
@@ -48,7 +48,8 @@ def messages_url(base_url: str) -> str:
 
 def parse_anthropic_message(body: bytes, new_id: IdFactory) -> ParsedCompletion:
     """A whole Message: text blocks joined into ``content``, thinking into
-    ``reasoning_content``, ``tool_use`` blocks into tool calls (``input`` as JSON text)."""
+    ``reasoning_content`` (and, with the signatures and redacted blocks, into
+    ``thinking_blocks``), ``tool_use`` blocks into tool calls (``input`` as JSON text)."""
     try:
         message = MESSAGE.decode(body)
     except msgspec.DecodeError:
@@ -57,12 +58,16 @@ def parse_anthropic_message(body: bytes, new_id: IdFactory) -> ParsedCompletion:
         raise malformed_response()
     texts: list[str] = []
     thoughts: list[str] = []
+    signed: ThinkingBlocks = []
     calls: list[ResponseToolCall] = []
     for block in message.content:
         if block.type == "text":
             texts.append(block.text or "")
         elif block.type == "thinking":
             thoughts.append(block.thinking or "")
+            signed.append(ThinkingBlock(block.thinking or "", block.signature or ""))
+        elif block.type == "redacted_thinking":
+            signed.append(RedactedThinkingBlock(block.data or ""))
         elif block.type == "tool_use":
             calls.append(
                 ResponseToolCall(
@@ -75,12 +80,16 @@ def parse_anthropic_message(body: bytes, new_id: IdFactory) -> ParsedCompletion:
     result = ResponseMessage(content="".join(texts) if texts or not calls else None)
     if thoughts:
         result.reasoning_content = "".join(thoughts)
+    if signed:
+        result.thinking_blocks = signed
     if calls:
         result.tool_calls = calls
     reason = anthropic_stop_to_finish_reason(message.stop_reason)
-    finish = normalize_finish_reason(reason, bool(calls))
+    choice = CompletionChoice(0, result, normalize_finish_reason(reason, bool(calls)))
+    if message.stop_sequence is not None:
+        choice.stop_sequence = message.stop_sequence
     usage = UsageCounter().update(message.usage) if message.usage is not None else None
-    return ParsedCompletion([CompletionChoice(0, result, finish)], usage)
+    return ParsedCompletion([choice], usage)
 
 
 def parse_anthropic_error(status: int, headers: Mapping[str, str], body: bytes) -> ApiError:

@@ -8,8 +8,11 @@ content-block index, with its ``input_json_delta`` pieces as ``arguments``; a ca
 that streamed no arguments gets its start ``input`` (``{}``) so every call's
 arguments parse. ``message_delta`` carries the stop reason and cumulative usage; the
 finish chunk is sent on ``message_stop``, so a stream cut before it never shows one and
-``finish`` raises. Signatures, redacted thinking, citations, server-tool blocks and
-``ping`` show nothing. An ``error`` event sets ``failure``; nothing more is produced.
+``finish`` raises. A thinking block's ``signature_delta`` becomes
+``reasoning_signature`` and a ``redacted_thinking`` block ``redacted_reasoning``, so a
+later turn can send them back; the stop sequence that ended the answer rides on the
+finish chunk. Citations, server-tool blocks and ``ping`` show nothing. An ``error``
+event sets ``failure``; nothing more is produced.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class AnthropicStreamTranslator(SSEStreamTranslator):
         self._calls = 0
         self._counter = UsageCounter()
         self._stop_reason: str | None = None
+        self._stop_sequence: str | None = None
 
     def _event(self, sse: ServerSentEvent) -> None:
         if sse.event == "error":
@@ -84,10 +88,12 @@ class AnthropicStreamTranslator(SSEStreamTranslator):
             case "message_delta":
                 if event.delta is not None and event.delta.stop_reason is not None:
                     self._stop_reason = event.delta.stop_reason
+                    self._stop_sequence = event.delta.stop_sequence
                 if event.usage is not None:
                     self.usage = self._counter.update(event.usage)
             case "message_stop":
-                self._emit.finish(0, anthropic_stop_to_finish_reason(self._stop_reason))
+                reason = anthropic_stop_to_finish_reason(self._stop_reason)
+                self._emit.finish(0, reason, self._stop_sequence)
                 self.done = True
 
     def _block_start(self, index: int, block: ContentBlock) -> None:
@@ -95,6 +101,10 @@ class AnthropicStreamTranslator(SSEStreamTranslator):
             self._emit.text(0, block.text or "")
         elif block.type == "thinking":
             self._emit.reasoning(0, block.thinking or "")
+            if block.signature:
+                self._emit.signature(0, block.signature)
+        elif block.type == "redacted_thinking" and block.data:
+            self._emit.redacted(0, block.data)
         elif block.type == "tool_use":
             tool = self._tools[index] = _ToolBlock(self._calls, block)
             self._calls += 1
@@ -105,6 +115,8 @@ class AnthropicStreamTranslator(SSEStreamTranslator):
             self._emit.text(0, delta.text or "")
         elif delta.type == "thinking_delta":
             self._emit.reasoning(0, delta.thinking or "")
+        elif delta.type == "signature_delta" and delta.signature:
+            self._emit.signature(0, delta.signature)
         elif delta.type == "input_json_delta" and delta.partial_json:
             tool = self._tools.get(index)
             if tool is not None:

@@ -42,16 +42,21 @@ class ContentBlock(Struct):
     input: dict[str, Any] | None = None
     text: str | None = None
     thinking: str | None = None
+    signature: str | None = None
+    data: str | None = None
 
 
 class Delta(Struct):
-    """A content block's delta, or the message's (``stop_reason``) in ``message_delta``."""
+    """A content block's delta, or the message's (``stop_reason``, ``stop_sequence``) in
+    ``message_delta``."""
 
     type: str | None = None
     text: str | None = None
     partial_json: str | None = None
     thinking: str | None = None
+    signature: str | None = None
     stop_reason: str | None = None
+    stop_sequence: str | None = None
 
 
 class ErrorDetail(Struct):
@@ -63,6 +68,7 @@ class Message(Struct):
     type: str = ""
     content: list[ContentBlock] = []
     stop_reason: str | None = None
+    stop_sequence: str | None = None
     usage: Usage | None = None
 
 
