@@ -35,9 +35,9 @@ async def complete(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
         choices = await check_completion(
             choices, output, request_id=state.request_id, notes=state.guardrails
         )
-    usage = state.wire_usage(cut=False)
-    assert usage is not None
-    body = ex.door.completion(identity, choices, usage, state.credits_used())
+    tally = state.tally(cut=False, credits=True)
+    assert tally is not None
+    body = ex.door.completion(identity, choices, tally)
     state.sent = True
     await ex.writer.send(200, [*ex.headers, JSON], body)
 

@@ -214,8 +214,8 @@ class Exchange:
                 )
                 return err.http_status
             if not writer.finished:
-                usage = state.wire_usage(cut=True) if state.req.include_usage else None
-                writer.end_now(self.door.error_event(err, usage))
+                tally = state.tally(cut=True, credits=False) if state.req.include_usage else None
+                writer.end_now(self.door.error_event(err, tally))
         except ClientGoneError:
             pass
         return 200

@@ -8,8 +8,10 @@ events (chunk batches, the ending with usage, an error) into its wire bytes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
+
+import msgspec
 
 from sluice.core.batch import ChunkBatch
 from sluice.errors import ApiError
@@ -18,6 +20,16 @@ from sluice.wire.chunks import CompletionChoice, Usage
 from sluice.wire.encode import StreamIdentity
 
 Headers = list[tuple[str, str]]
+
+
+class Tally(msgspec.Struct, frozen=True):
+    """What a request used, as a door reports it: the priced usage, how many of its
+    prompt tokens were cache writes, and the credits charged (metered accounts, at the
+    end of an answer)."""
+
+    usage: Usage
+    cache_write_tokens: int = 0
+    credits_used: float | None = None
 
 
 class ClientGoneError(Exception):
@@ -55,7 +67,7 @@ class StreamEncoder(Protocol):
 
     def events(self, batch: ChunkBatch) -> bytes: ...
 
-    def ending(self, usage: Usage | None, credits_used: float | None) -> bytes:
+    def ending(self, tally: Tally | None) -> bytes:
         """After the last content: the usage (when given) and the end marker."""
         ...
 
@@ -71,20 +83,18 @@ class FrontDoor(Protocol):
         """What the stream sends while it waits for the first upstream event."""
         ...
 
-    def decode(self, body: bytes | bytearray, max_depth: int) -> ChatRequest: ...
+    def decode(
+        self, body: bytes | bytearray, headers: Mapping[str, str], max_depth: int
+    ) -> ChatRequest: ...
 
     def stream_encoder(self, identity: StreamIdentity) -> StreamEncoder: ...
 
     def completion(
-        self,
-        identity: StreamIdentity,
-        choices: list[CompletionChoice],
-        usage: Usage,
-        credits_used: float | None,
+        self, identity: StreamIdentity, choices: list[CompletionChoice], tally: Tally
     ) -> bytes: ...
 
     def error_body(self, err: ApiError) -> bytes: ...
 
-    def error_event(self, err: ApiError, usage: Usage | None) -> bytes:
+    def error_event(self, err: ApiError, tally: Tally | None) -> bytes:
         """The last event of a stream that failed after it started."""
         ...

@@ -19,6 +19,7 @@ from sluice.core.principal import Principal
 from sluice.core.tokens import estimate_prompt_tokens, tokens_for_chars
 from sluice.core.usage import Price, TokenUsage
 from sluice.errors import ApiError, ShuttingDownError
+from sluice.exchange.ports import Tally
 from sluice.guardrails.rule import Note
 from sluice.metering.charges import Rate, as_priced, charge, resolve_rate
 from sluice.metering.meter import Ticket
@@ -146,6 +147,16 @@ class ExchangeState:
 
     def wire_usage(self, *, cut: bool) -> Usage | None:
         return self.priced(self.tokens(), cut)
+
+    def tally(self, *, cut: bool, credits: bool) -> Tally | None:
+        """What the door reports: the usage so far (``cut``: priced as an estimate), and
+        with ``credits`` what the account is charged."""
+        tokens = self.tokens()
+        usage = self.priced(tokens, cut)
+        if tokens is None or usage is None:
+            return None
+        spent = self.credits_used() if credits else None
+        return Tally(usage, tokens.cache_write_tokens, spent)
 
     def priced(self, tokens: TokenUsage | None, cut: bool) -> Usage | None:
         if tokens is None or self.rate is None:

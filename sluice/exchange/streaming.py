@@ -56,8 +56,8 @@ async def stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
     except ApiError as err:
         upstream.close()
         state.error = err
-        usage = state.wire_usage(cut=True) if state.req.include_usage else None
-        await writer.end(pending + ex.door.error_event(err, usage), close=True)
+        tally = state.tally(cut=True, credits=False) if state.req.include_usage else None
+        await writer.end(pending + ex.door.error_event(err, tally), close=True)
         return
     except (ClientGoneError, asyncio.CancelledError):
         _client_left(ex, state, upstream)
@@ -69,10 +69,7 @@ async def stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
         metrics.streams.dec()
     state.completed = True
     include = state.req.include_usage
-    ending = encoder.ending(
-        state.wire_usage(cut=False) if include else None,
-        state.credits_used() if include else None,
-    )
+    ending = encoder.ending(state.tally(cut=False, credits=True) if include else None)
     await writer.end(pending + ending)
 
 

@@ -9,13 +9,16 @@ then ``[DONE]``. A stream that fails after it started ends with the error event 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import msgspec
 
 from sluice.core.batch import ChunkBatch
 from sluice.errors import ApiError
+from sluice.exchange.ports import Tally
 from sluice.wire.bounds import DEFAULT_MAX_JSON_DEPTH
 from sluice.wire.chat import ChatRequest, refuse_overrides
-from sluice.wire.chunks import ChatCompletion, CompletionChoice, Usage
+from sluice.wire.chunks import ChatCompletion, CompletionChoice
 from sluice.wire.encode import ChunkEncoder, StreamIdentity
 from sluice.wire.errors import decode_body, error_event, error_json
 from sluice.wire.sse import DONE_EVENT, KEEPALIVE_COMMENT
@@ -46,36 +49,36 @@ class ChatStreamEncoder:
     def events(self, batch: ChunkBatch) -> bytes:
         return self._chunks.events(batch)
 
-    def ending(self, usage: Usage | None, credits_used: float | None) -> bytes:
-        if usage is None:
+    def ending(self, tally: Tally | None) -> bytes:
+        if tally is None:
             return DONE_EVENT
-        return self._chunks.usage_event(usage, credits_used) + DONE_EVENT
+        return self._chunks.usage_event(tally.usage, tally.credits_used) + DONE_EVENT
 
 
 class ChatCompletionsDoor:
     stream_headers = SSE_HEADERS
     keepalive = KEEPALIVE_COMMENT
 
-    def decode(self, body: bytes | bytearray, max_depth: int) -> ChatRequest:
+    def decode(
+        self, body: bytes | bytearray, headers: Mapping[str, str], max_depth: int
+    ) -> ChatRequest:
         return decode_chat_request(body, max_depth)
 
     def stream_encoder(self, identity: StreamIdentity) -> ChatStreamEncoder:
         return ChatStreamEncoder(identity)
 
     def completion(
-        self,
-        identity: StreamIdentity,
-        choices: list[CompletionChoice],
-        usage: Usage,
-        credits_used: float | None,
+        self, identity: StreamIdentity, choices: list[CompletionChoice], tally: Tally
     ) -> bytes:
-        body = ChatCompletion(**msgspec.structs.asdict(identity), choices=choices, usage=usage)
-        if credits_used is not None:
-            body.credits_used = credits_used
+        body = ChatCompletion(
+            **msgspec.structs.asdict(identity), choices=choices, usage=tally.usage
+        )
+        if tally.credits_used is not None:
+            body.credits_used = tally.credits_used
         return _ENCODER.encode(body)
 
     def error_body(self, err: ApiError) -> bytes:
         return error_json(err)
 
-    def error_event(self, err: ApiError, usage: Usage | None) -> bytes:
-        return error_event(err, usage)
+    def error_event(self, err: ApiError, tally: Tally | None) -> bytes:
+        return error_event(err, None if tally is None else tally.usage)

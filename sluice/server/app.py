@@ -89,7 +89,7 @@ Endpoint = Callable[["Gateway", Call], Awaitable[None]]
 async def serve_door(door: FrontDoor, gw: Gateway, call: Call) -> None:
     """A front door's endpoint: decode, then the exchange runs the request."""
     services = gw.services  # this request's, to its end, whatever a reload swaps in
-    req = door.decode(call.request.body, services.max_json_depth)
+    req = door.decode(call.request.body, call.request.headers, services.max_json_depth)
     call.request.body = b""  # decoded: the raw bytes need not live as long as the request
     assert call.principal is not None
     exchange = call.exchange = Exchange(services, door, call.writer, call.headers)

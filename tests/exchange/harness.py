@@ -132,7 +132,7 @@ class Harness:
     async def run(self, body: dict[str, Any], client: RecordingClient) -> tuple[Exchange, int]:
         """One request; :attr:`exchange` is set before it runs (for runs that raise)."""
         door = ChatCompletionsDoor()
-        req = door.decode(json.dumps(body).encode(), self.services.max_json_depth)
+        req = door.decode(json.dumps(body).encode(), {}, self.services.max_json_depth)
         exchange = self.exchange = Exchange(
             self.services, door, client, [("x-request-id", "req_1")]
         )
