@@ -88,8 +88,10 @@ ENV_NAMES = frozenset(
 )
 ENV_PREFIXES = "|".join(sorted({name.split("_")[0] for name in ENV_NAMES}))
 ENV_PATTERN = re.compile(rf"(?<![A-Za-z0-9_])(?:{ENV_PREFIXES})_[A-Z0-9_]+")
-WIRE_FORMAT = re.compile(r"openai[- ](?:compatible|style)", re.IGNORECASE)
-"""Prose about the OpenAI wire format (an "OpenAI-compatible server"), not the provider."""
+WIRE_FORMAT = re.compile(r"openai[- ](?:compatible|style)|^anthropic-beta$", re.IGNORECASE)
+"""Prose about the OpenAI wire format (an "OpenAI-compatible server"), not the provider,
+and the Messages wire's own header name that a front door reads (the door decides
+nothing by it: it passes the names on as ``betas``)."""
 
 
 def provider_mentions(source: str) -> list[tuple[int, str]]:

@@ -11,25 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-import msgspec
-
 from sluice.core.batch import ChunkBatch
+from sluice.core.tally import Opening, Tally
 from sluice.errors import ApiError
 from sluice.wire.chat import ChatRequest
-from sluice.wire.chunks import CompletionChoice, Usage
+from sluice.wire.chunks import CompletionChoice
 from sluice.wire.encode import StreamIdentity
 
 Headers = list[tuple[str, str]]
-
-
-class Tally(msgspec.Struct, frozen=True):
-    """What a request used, as a door reports it: the priced usage, how many of its
-    prompt tokens were cache writes, and the credits charged (metered accounts, at the
-    end of an answer)."""
-
-    usage: Usage
-    cache_write_tokens: int = 0
-    credits_used: float | None = None
 
 
 class ClientGoneError(Exception):
@@ -73,7 +62,11 @@ class StreamEncoder(Protocol):
 
 
 class FrontDoor(Protocol):
-    """One wire protocol's decoder and encoder over the exchange."""
+    """One wire protocol's decoder and encoder over the exchange; ``name`` is how the
+    request log and metrics call it."""
+
+    @property
+    def name(self) -> str: ...
 
     @property
     def stream_headers(self) -> Sequence[tuple[str, str]]: ...
@@ -87,7 +80,7 @@ class FrontDoor(Protocol):
         self, body: bytes | bytearray, headers: Mapping[str, str], max_depth: int
     ) -> ChatRequest: ...
 
-    def stream_encoder(self, identity: StreamIdentity) -> StreamEncoder: ...
+    def stream_encoder(self, identity: StreamIdentity, opening: Opening) -> StreamEncoder: ...
 
     def completion(
         self, identity: StreamIdentity, choices: list[CompletionChoice], tally: Tally

@@ -16,10 +16,10 @@ import msgspec
 
 from sluice.core.money import usd_from_nano
 from sluice.core.principal import Principal
+from sluice.core.tally import Tally
 from sluice.core.tokens import estimate_prompt_tokens, tokens_for_chars
 from sluice.core.usage import Price, TokenUsage
 from sluice.errors import ApiError, ShuttingDownError
-from sluice.exchange.ports import Tally
 from sluice.guardrails.rule import Note
 from sluice.metering.charges import Rate, as_priced, charge, resolve_rate
 from sluice.metering.meter import Ticket

@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 
 async def stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
     upstream = await _open(ex, state)
-    encoder = ex.door.stream_encoder(state.serve(upstream.attempt))
+    encoder = ex.door.stream_encoder(
+        state.serve(upstream.attempt), lambda: state.tally(cut=True, credits=False)
+    )
     writer, metrics = ex.writer, ex.services.metrics
     guard = None
     if output:

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 import msgspec
 
 from sluice.core.batch import ChunkBatch
+from sluice.core.tally import Opening, Tally
 from sluice.errors import ApiError
-from sluice.exchange.ports import Tally
 from sluice.wire.bounds import DEFAULT_MAX_JSON_DEPTH
 from sluice.wire.chat import ChatRequest, refuse_overrides
 from sluice.wire.chunks import ChatCompletion, CompletionChoice
@@ -56,6 +56,7 @@ class ChatStreamEncoder:
 
 
 class ChatCompletionsDoor:
+    name = "chat"
     stream_headers = SSE_HEADERS
     keepalive = KEEPALIVE_COMMENT
 
@@ -64,7 +65,7 @@ class ChatCompletionsDoor:
     ) -> ChatRequest:
         return decode_chat_request(body, max_depth)
 
-    def stream_encoder(self, identity: StreamIdentity) -> ChatStreamEncoder:
+    def stream_encoder(self, identity: StreamIdentity, opening: Opening) -> ChatStreamEncoder:
         return ChatStreamEncoder(identity)
 
     def completion(

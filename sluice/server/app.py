@@ -29,11 +29,13 @@ from sluice.exchange.ports import ClientGoneError, FrontDoor, Headers
 from sluice.exchange.services import Services
 from sluice.exchange.tenants import Tenants
 from sluice.frontdoors.chat import ChatCompletionsDoor
+from sluice.frontdoors.messages.door import MessagesDoor
 from sluice.ids import IdFactory
 from sluice.routing.catalog import Catalog
 from sluice.server import endpoints, request_list, spend_report
 from sluice.server.admin import ADMIN_PREFIX, admin
-from sluice.server.auth import Authenticator
+from sluice.server.auth import Authenticator, credentials
+from sluice.server.count_tokens import COUNT_TOKENS_PATH, count_tokens
 from sluice.server.endpoints import REQUEST_LOG_PREFIX
 from sluice.server.generation import Generation
 from sluice.server.intake import Limits
@@ -56,6 +58,7 @@ class Call:
 
     __slots__ = (
         "created",
+        "door",
         "exchange",
         "headers",
         "principal",
@@ -81,6 +84,8 @@ class Call:
         self.principal: Principal | None = None
         self.headers: Headers = [("x-request-id", request_id)]
         self.exchange: Exchange | None = None
+        self.door: FrontDoor | None = None
+        """The front door whose wire shapes this call's errors (None: the chat wire's)."""
 
 
 Endpoint = Callable[["Gateway", Call], Awaitable[None]]
@@ -127,11 +132,14 @@ class Gateway:
         self.auth = Authenticator(
             store, dev_key_enabled=self.settings.server.dev_key, clock=clock, wall_clock=wall_clock
         )
+        messages = MessagesDoor()
         # path -> method -> (endpoint, needs a key); matched on the raw path only
         self._routes: dict[str, dict[str, tuple[Endpoint, bool]]] = {
             "/health": {"GET": (endpoints.health, False)},
             "/v1/models": {"GET": (endpoints.models, True)},
             "/v1/chat/completions": {"POST": (partial(serve_door, ChatCompletionsDoor()), True)},
+            "/v1/messages": {"POST": (partial(serve_door, messages), True)},
+            COUNT_TOKENS_PATH: {"POST": (count_tokens, True)},
             request_list.LIST_PATH: {"GET": (request_list.own_requests, True)},
             request_list.ADMIN_LIST_PATH: {"GET": (request_list.all_requests, False)},
             spend_report.SPEND_PATH: {"GET": (spend_report.own_spend, True)},
@@ -139,6 +147,7 @@ class Gateway:
             "/metrics": {"GET": (endpoints.metrics, False)},  # the admin key
         }
         self._request_log: dict[str, tuple[Endpoint, bool]] = {"GET": (endpoints.request_log, True)}
+        self._doors: dict[str, FrontDoor] = {"/v1/messages": messages, COUNT_TOKENS_PATH: messages}
         self._admin: dict[str, tuple[Endpoint, bool]] = {
             method: (admin, False) for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
         }
@@ -217,12 +226,13 @@ class Gateway:
 
     async def handle(self, request: Request, writer: ResponseWriter) -> None:
         call = Call(request, writer, self.new_id("req"), int(self.wall_clock()), self.clock())
+        call.door = self._doors.get(request.path)
         status = 200
         method = request.method  # as sent, for the log
         try:
             endpoint, needs_key = self._endpoint(request)
             if needs_key:
-                call.principal = await self.auth.authenticate(request.headers.get("authorization"))
+                call.principal = await self.auth.authenticate(credentials(request.headers))
             await endpoint(self, call)
         except ApiError as err:
             status = err.http_status
@@ -281,8 +291,11 @@ class Gateway:
         return 200
 
     async def _fail(self, call: Call, err: ApiError) -> None:
-        writer = call.writer
+        writer, door = call.writer, call.door
         if not writer.started:
-            await writer.send(err.http_status, error_headers(err, call.headers), error_json(err))
+            body = error_json(err) if door is None else door.error_body(err)
+            await writer.send(err.http_status, error_headers(err, call.headers), body)
         elif not writer.finished:
-            await writer.end(error_event(err), close=True)
+            await writer.end(
+                error_event(err) if door is None else door.error_event(err, None), close=True
+            )

@@ -1,4 +1,5 @@
-"""Bearer-key authentication with a short-lived cache of verified keys.
+"""Bearer-key authentication with a short-lived cache of verified keys (a key may come
+in ``Authorization: Bearer`` or in ``x-api-key``).
 
 A header that is not exactly ``Bearer sk-sluice-<40 base62>`` is rejected without a
 lookup; a lookup is one parameterized query by digest. There is no anonymous
@@ -8,7 +9,7 @@ account stop working when the config turns the development key off.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from sluice.accounts.keys import is_key_shaped, key_digest
 from sluice.core.principal import Principal
@@ -16,6 +17,15 @@ from sluice.errors import AuthenticationError
 from sluice.storage.base import Store
 
 _CACHE_LIMIT = 10_000
+
+
+def credentials(headers: Mapping[str, str]) -> str | None:
+    """The key a request presents: ``Authorization``, else ``x-api-key`` (the Messages
+    wire's header) as if it were a bearer key."""
+    header = headers.get("authorization")
+    if header is None and "x-api-key" in headers:
+        return "Bearer " + headers["x-api-key"]
+    return header
 
 
 class Authenticator:

@@ -83,19 +83,23 @@ def spend_groups_query(
     limit: int,
     after: SpendAfter | None,
 ) -> tuple[str, list[object]]:
-    """``(value, requests, spend, prefix, label)`` rows of one page of groups."""
+    """``(value, requests, spend, total requests, total spend, prefix, label)`` rows of
+    one page of groups: one scan of the charges, grouped first (a key's names are
+    joined to its group, not to each charge), the whole range's total carried on every
+    row by a window over the groups, the cursor applied after it."""
     arg = Params(dialect)
     group = _group(by)
     where = _where(arg, filters)
-    if after is not None:
-        where.append(f"{group} > {arg(after)}")
     names, join = "NULL, NULL", ""
     if by == "key":
-        names, join = "MAX(k.prefix), MAX(k.name)", " LEFT JOIN api_keys k ON k.id = l.key_id"
+        names, join = "k.prefix, k.name", " LEFT JOIN api_keys k ON k.id = g.value"
+    outer = "" if after is None else f" WHERE g.value > {arg(after)}"
     sql = (
-        f"SELECT {group} AS value, COUNT(*), COALESCE(SUM(-l.amount), 0), {names} "
-        f"FROM ledger l{join} WHERE {' AND '.join(where)} "
-        f"GROUP BY {group} ORDER BY {group} LIMIT {arg(limit)}"
+        f"SELECT g.value, g.requests, g.spend, g.all_requests, g.all_spend, {names} FROM "
+        f"(SELECT {group} AS value, COUNT(*) AS requests, SUM(-l.amount) AS spend, "
+        "SUM(COUNT(*)) OVER () AS all_requests, SUM(SUM(-l.amount)) OVER () AS all_spend "
+        f"FROM ledger l WHERE {' AND '.join(where)} GROUP BY {group}) g{join}"
+        f"{outer} ORDER BY g.value LIMIT {arg(limit)}"
     )
     return sql, arg.values
 
@@ -108,12 +112,19 @@ def spend_total_query(dialect: SqlDialect, filters: SpendFilters) -> tuple[str, 
     return sql, arg.values
 
 
-def spend_group(row: Iterable[Any]) -> SpendGroup:
-    """A row of :func:`spend_groups_query` (PostgreSQL sums come back as ``Decimal``)."""
-    value, requests, spend, prefix, label = row
-    return SpendGroup(
-        value if isinstance(value, str) else int(value), int(requests), int(spend), prefix, label
-    )
+def spend_page(
+    rows: list[Any], after: SpendAfter | None, limit: int
+) -> tuple[list[SpendGroup], SpendTotal | None]:
+    """The groups of :func:`spend_groups_query`'s rows and the total they carry; None
+    when no row carried it and only :func:`spend_total_query` can tell (a page past
+    the last group, or ``limit`` 0). PostgreSQL sums come back as ``Decimal``."""
+    groups = [
+        SpendGroup(v if isinstance(v, str) else int(v), int(n), int(spend), prefix, label)
+        for v, n, spend, _, _, prefix, label in rows
+    ]
+    if rows:
+        return groups, SpendTotal(int(rows[0][3]), int(rows[0][4]))
+    return groups, (SpendTotal(0, 0) if after is None and limit > 0 else None)
 
 
 def spend_total(row: Iterable[Any] | None) -> SpendTotal:

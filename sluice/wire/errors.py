@@ -1,8 +1,14 @@
-"""The one place where errors become wire bytes (SPEC §3).
+"""The one place where errors become wire bytes.
 
-Before the stream: ``{"error": {"message", "type", "code", "param"}}`` with the
-error's HTTP status. Mid-stream: one ``data:`` event ``{"error": {"message", "type",
-"code"}}`` (plus the partial ``usage`` when the client asked for usage).
+Chat completions, before the stream: ``{"error": {"message", "type", "code",
+"param"}}`` with the error's HTTP status. Mid-stream: one ``data:`` event ``{"error":
+{"message", "type", "code"}}`` (plus the partial ``usage`` when the client asked).
+
+Messages: ``{"type": "error", "error": {"type", "message", "code", "param"}}`` with the
+same status; ``type`` is the Messages type of that status (:func:`messages_error_type`:
+402 ``billing_error``, 503 ``overloaded_error``, 408 and 504 ``timeout_error``, …) and
+``code``/``param`` are ours. Mid-stream: ``event: error`` with that body, and the partial
+usage.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import msgspec
 from sluice.errors import ApiError, InvalidRequestError
 from sluice.wire.bounds import json_depth_exceeds
 from sluice.wire.chunks import Usage
+from sluice.wire.messages import ErrorEvent, ErrorObject
+from sluice.wire.messages import Usage as MessagesUsage
 from sluice.wire.sse import data_event
 
 _T = TypeVar("_T")
@@ -104,3 +112,44 @@ def invalid_body_error(exc: msgspec.DecodeError) -> InvalidRequestError:
     where = f" at '{param}'" if param else ""
     code = "invalid_type" if _TYPE_ONLY.match(message) else "invalid_value"
     return InvalidRequestError(f"Invalid request{where}: {message}", code=code, param=param)
+
+
+_MESSAGES_TYPES = (
+    (400, "invalid_request_error"),
+    (401, "authentication_error"),
+    (402, "billing_error"),
+    (403, "permission_error"),
+    (404, "not_found_error"),
+    (408, "timeout_error"),
+    (413, "request_too_large"),
+    (429, "rate_limit_error"),
+    (503, "overloaded_error"),
+    (504, "timeout_error"),
+    (529, "overloaded_error"),
+)
+
+
+def messages_error_type(status: int) -> str:
+    """The Messages error type of an HTTP status: the table above, else ``api_error``
+    for a 5xx and ``invalid_request_error`` below."""
+    for known, kind in _MESSAGES_TYPES:
+        if known == status:
+            return kind
+    return "api_error" if status >= 500 else "invalid_request_error"
+
+
+def messages_error_json(err: ApiError) -> bytes:
+    return _ENCODER.encode(_messages_error(err))
+
+
+def messages_error_event(err: ApiError, usage: MessagesUsage | None = None) -> bytes:
+    """``event: error`` ending a Messages stream; ``usage``: its Messages usage so far."""
+    event = _messages_error(err)
+    if usage is not None:
+        event.usage = usage
+    return b"event: error\ndata: " + _ENCODER.encode(event) + b"\n\n"
+
+
+def _messages_error(err: ApiError) -> ErrorEvent:
+    kind = messages_error_type(err.http_status)
+    return ErrorEvent(ErrorObject(kind, err.message, err.code, err.param))

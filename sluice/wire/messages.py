@@ -124,21 +124,26 @@ class MetadataParam(_Wire):
     user_id: Annotated[str, Meta(max_length=256)] | Opt | None = UNSET
 
 
-class MessagesRequest(_Wire):
-    """``POST /v1/messages`` body; ``models`` is Sluice's request-level fallback list."""
+class CountTokensRequest(_Wire, kw_only=True):
+    """``POST /v1/messages/count_tokens`` body: what a request's prompt is made of."""
 
     model: ModelName
-    max_tokens: PositiveInt
     messages: Annotated[list[MessageParam], Meta(min_length=1)]
     system: str | list[TextBlock] | Opt = UNSET
+    tools: list[ToolParam] | Opt = UNSET
+    tool_choice: ToolChoiceParam | Opt = UNSET
+    thinking: ThinkingParam | Opt = UNSET
+
+
+class MessagesRequest(CountTokensRequest, kw_only=True):
+    """``POST /v1/messages`` body; ``models`` is Sluice's request-level fallback list."""
+
+    max_tokens: PositiveInt
     stop_sequences: Annotated[list[str], Meta(max_length=16)] | Opt = UNSET
     temperature: Probability | Opt = UNSET
     top_p: Probability | Opt = UNSET
     top_k: PositiveInt | Opt = UNSET
     metadata: MetadataParam | Opt = UNSET
-    tools: list[ToolParam] | Opt = UNSET
-    tool_choice: ToolChoiceParam | Opt = UNSET
-    thinking: ThinkingParam | Opt = UNSET
     stream: bool | Opt = UNSET
     models: list[ModelName] | Opt = UNSET
 

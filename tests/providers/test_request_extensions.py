@@ -41,7 +41,7 @@ DOCUMENT = {
     "citations": {"enabled": True},
     "cache_control": EPHEMERAL,
 }
-AGENT_TURNS = [
+AGENT_TURNS: list[dict[str, Any]] = [
     {"role": "user", "content": "Run it."},
     {
         "role": "assistant",

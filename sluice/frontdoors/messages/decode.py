@@ -55,6 +55,7 @@ from sluice.wire.errors import decode_body
 from sluice.wire.messages import (
     Base64Source,
     ContentBlock,
+    CountTokensRequest,
     DocumentBlock,
     ImageBlock,
     MessageParam,
@@ -71,6 +72,7 @@ from sluice.wire.messages import ThinkingBlock as SignedBlock
 
 BETA_HEADER = "anthropic-beta"
 _REQUEST = msgspec.json.Decoder(MessagesRequest)
+_COUNT = msgspec.json.Decoder(CountTokensRequest)
 _ENCODER = msgspec.json.Encoder()
 _EFFORTS = ((2048, "low"), (8192, "medium"))
 """A thinking budget up to each bound reads as that effort; above the last, ``high``."""
@@ -104,6 +106,19 @@ def decode_messages_request(
     )
 
 
+def decode_count_request(
+    body: bytes | bytearray, max_depth: int = DEFAULT_MAX_JSON_DEPTH
+) -> ChatRequest:
+    """A count_tokens body as the prompt of a request (nothing is generated from it)."""
+    req = decode_body(_COUNT, body, max_depth)
+    return ChatRequest(
+        model=req.model,
+        messages=_system(req.system) + _conversation(req.messages),
+        tools=_tools(req.tools),
+        tool_choice=_tool_choice(req.tool_choice),
+    )
+
+
 def _system(system: str | list[TextBlock] | msgspec.UnsetType) -> list[Message]:
     if isinstance(system, str):
         return [SystemMessage(system)] if system else []
@@ -115,9 +130,11 @@ def _system(system: str | list[TextBlock] | msgspec.UnsetType) -> list[Message]:
 def _conversation(turns: list[MessageParam]) -> list[Message]:
     out: list[Message] = []
     for i, turn in enumerate(turns):
-        blocks: list[ContentBlock] = (
-            [TextBlock(turn.content)] if isinstance(turn.content, str) else turn.content
-        )
+        if isinstance(turn.content, str):  # plain text stays plain text
+            plain = UserMessage(turn.content) if turn.role == "user" else None
+            out.append(plain or AssistantMessage(content=turn.content))
+            continue
+        blocks = turn.content
         if turn.role == "user":
             out += _user_turn(i, blocks)
         else:

@@ -22,8 +22,8 @@ from sluice.storage.spend import (
     SpendFilters,
     SpendGroup,
     SpendTotal,
-    spend_group,
     spend_groups_query,
+    spend_page,
     spend_total,
     spend_total_query,
 )
@@ -61,8 +61,8 @@ class PostgresRequests(PostgresTenants):
         self, filters: SpendFilters, by: SpendBy, limit: int, after: SpendAfter | None
     ) -> tuple[list[SpendGroup], SpendTotal]:
         sql, args = spend_groups_query(POSTGRES, filters, by, limit, after)
-        groups = await self.pool.fetch(sql, *args)
-        sql, args = spend_total_query(POSTGRES, filters)
-        return [spend_group(row) for row in groups], spend_total(
-            await self.pool.fetchrow(sql, *args)
-        )
+        groups, total = spend_page(await self.pool.fetch(sql, *args), after, limit)
+        if total is None:
+            sql, args = spend_total_query(POSTGRES, filters)
+            total = spend_total(await self.pool.fetchrow(sql, *args))
+        return groups, total

@@ -13,8 +13,8 @@ from sluice.storage.spend import (
     SpendFilters,
     SpendGroup,
     SpendTotal,
-    spend_group,
     spend_groups_query,
+    spend_page,
     spend_total,
     spend_total_query,
 )
@@ -51,6 +51,8 @@ class SqliteRequests(SqliteBase):
     async def spend(
         self, filters: SpendFilters, by: SpendBy, limit: int, after: SpendAfter | None
     ) -> tuple[list[SpendGroup], SpendTotal]:
-        groups = await self.all(*spend_groups_query(SQLITE, filters, by, limit, after))
-        total = await self.one(*spend_total_query(SQLITE, filters))
-        return [spend_group(row) for row in groups], spend_total(total)
+        rows = await self.all(*spend_groups_query(SQLITE, filters, by, limit, after))
+        groups, total = spend_page(rows, after, limit)
+        if total is None:
+            total = spend_total(await self.one(*spend_total_query(SQLITE, filters)))
+        return groups, total

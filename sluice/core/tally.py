@@ -1,0 +1,24 @@
+"""What a request used, as a front door reports it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+
+from sluice.wire.chunks import Usage
+
+
+class Tally(msgspec.Struct, frozen=True):
+    """What a request used, as a door reports it: the priced usage, how many of its
+    prompt tokens were cache writes, and the credits charged (metered accounts, at the
+    end of an answer)."""
+
+    usage: Usage
+    cache_write_tokens: int = 0
+    credits_used: float | None = None
+
+
+Opening = Callable[[], Tally | None]
+"""The usage known when a stream's first upstream event arrived, worked out only for a
+door that reports it (a prompt estimate costs a pass over the prompt)."""
