@@ -191,7 +191,12 @@ class Exchange:
         duration = services.clock() - state.started
         services.log.log(
             request_record(
-                state, http_status=status, duration=duration, tokens=tokens, charged=charged
+                state,
+                http_status=status,
+                duration=duration,
+                tokens=tokens,
+                charged=charged,
+                front_door=self.door.name,
             )
         )
 

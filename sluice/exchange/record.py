@@ -17,6 +17,7 @@ def request_record(
     duration: float,
     tokens: TokenUsage | None,
     charged: int,
+    front_door: str,
 ) -> RequestRecord:
     """``tokens`` and ``charged``: the state's :meth:`~ExchangeState.tokens` and
     :meth:`~ExchangeState.charge`, worked out once by the caller (they also settle)."""
@@ -27,6 +28,7 @@ def request_record(
         account_id=principal.account_id,
         key_id=principal.key_id,
         created_at=state.created,
+        front_door=front_door,
         requested_model=req.model,
         stream=req.is_stream,
         attempts=[msgspec.to_builtins(a) for a in state.attempts],

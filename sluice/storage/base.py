@@ -148,6 +148,8 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     account_id: str
     key_id: str
     created_at: int
+    front_door: str = "chat"
+    """The wire the request came in on: ``chat`` (chat completions) or ``messages``."""
     requested_model: str | None = None
     served_model: str | None = None
     route: str | None = None

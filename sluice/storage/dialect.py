@@ -6,16 +6,18 @@ import msgspec
 
 
 class SqlDialect(msgspec.Struct, frozen=True):
-    """How a backend spells a numbered parameter, a text field of the JSON record and
-    the record read back as JSON text (``str.format`` templates)."""
+    """How a backend spells a numbered parameter, a text field of the JSON record, the
+    record read back as JSON text, and a table's index to use (``str.format``
+    templates; PostgreSQL's planner needs no hint)."""
 
     param: str
     field: str
     record: str
+    use_index: str
 
 
-SQLITE = SqlDialect("?{}", "json_extract(record, '$.{}')", "record")
-POSTGRES = SqlDialect("${}", "(record->>'{}')", "record::text")
+SQLITE = SqlDialect("?{}", "json_extract(record, '$.{}')", "record", "INDEXED BY {}")
+POSTGRES = SqlDialect("${}", "(record->>'{}')", "record::text", "")
 
 
 class Params:

@@ -108,7 +108,12 @@ def record(state: ExchangeState, *, duration: float = 1.5, http_status: int = 20
     tokens = state.tokens()
     charged = state.charge(tokens)
     return request_record(
-        state, http_status=http_status, duration=duration, tokens=tokens, charged=charged
+        state,
+        http_status=http_status,
+        duration=duration,
+        tokens=tokens,
+        charged=charged,
+        front_door="chat",
     )
 
 

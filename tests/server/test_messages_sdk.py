@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx
 import pytest
 from anthropic import AsyncAnthropic
 
@@ -43,7 +44,9 @@ async def test_a_whole_answer_from_an_openai_upstream(tmp_path: Path, fake: Fake
             raw = await client.messages.with_raw_response.create(
                 model="test/gpt-fake", max_tokens=100, messages=USER
             )
-    message = await raw.parse()
+            message = await raw.parse()
+            logged = await client.get(f"/v1/requests/{message.id}", cast_to=httpx.Response)
+    row = logged.json()
     assert message.id == raw.headers["x-request-id"]
     assert (message.model, message.role, message.stop_reason) == (
         "test/gpt-fake",
@@ -60,6 +63,11 @@ async def test_a_whole_answer_from_an_openai_upstream(tmp_path: Path, fake: Fake
     )
     sent = json.loads(fake.requests[0].body)
     assert (sent["max_tokens"], sent["messages"]) == (100, USER)
+    assert (row["front_door"], row["served_model"], row["status"]) == (
+        "messages",
+        "test/gpt-fake",
+        "complete",
+    )
 
 
 async def test_a_stream_reads_as_text_and_a_final_message(
