@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-import httpx
 import pytest
 from anthropic import AsyncAnthropic
 
@@ -20,7 +19,7 @@ from tests.support import fake_anthropic as fa
 from tests.support.fake_openai import chunk, completion, text_stream
 from tests.support.fake_upstream import Cut, FakeUpstream, Reply
 from tests.support.gateway import openai_connection_toml, running_gateway
-from tests.support.raw_http import exchange, post
+from tests.support.raw_http import exchange, get, post
 
 USER: list[Any] = [{"role": "user", "content": "Say hello"}]
 USAGE = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
@@ -40,12 +39,13 @@ def sdk(gw: RunningGateway) -> AsyncAnthropic:
 async def test_a_whole_answer_from_an_openai_upstream(tmp_path: Path, fake: FakeUpstream) -> None:
     fake.queue(Reply.json(completion("Hello there", usage=USAGE)))
     async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
+        assert gw.dev_key is not None
         async with sdk(gw) as client:
             raw = await client.messages.with_raw_response.create(
                 model="test/gpt-fake", max_tokens=100, messages=USER
             )
             message = await raw.parse()
-            logged = await client.get(f"/v1/requests/{message.id}", cast_to=httpx.Response)
+        logged = await exchange(gw.host, gw.port, get(f"/v1/requests/{message.id}", gw.dev_key.key))
     row = logged.json()
     assert message.id == raw.headers["x-request-id"]
     assert (message.model, message.role, message.stop_reason) == (
