@@ -124,6 +124,9 @@ def test_parse_response_with_reasoning_text_tool_use_and_usage() -> None:
                         "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
                     },
                 ],
+                "thinking_blocks": [
+                    {"type": "thinking", "thinking": "Two cities.", "signature": "sig"}
+                ],
             },
         }
     ]

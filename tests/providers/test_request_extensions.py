@@ -14,6 +14,7 @@ from sluice.core.connection import ConnectionSettings, Secret, Target
 from sluice.errors import InvalidRequestError
 from sluice.frontdoors.chat import decode_chat_request
 from sluice.providers.anthropic import AnthropicAdapter
+from sluice.providers.bedrock import BedrockAdapter
 from sluice.providers.gemini import GeminiAdapter
 from sluice.providers.openai import OpenAIAdapter
 from tests.support.gateway import counting_ids
@@ -31,6 +32,7 @@ GEMINI = Target(
 )
 EPHEMERAL = {"type": "ephemeral"}
 SIGNED = {"type": "thinking", "thinking": "Let me see.", "signature": "c2lnbmVk+/=="}
+SIGNED_TEXT = {"text": SIGNED["thinking"], "signature": SIGNED["signature"]}
 REDACTED = {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"}
 CALL = {"id": "toolu_1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}
 IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
@@ -182,3 +184,24 @@ def test_what_a_provider_has_no_place_for_is_refused_by_name(
         else:
             GeminiAdapter("gemini", counting_ids()).build_request(req, GEMINI)
     assert info.value.param == param
+
+
+def test_signed_thinking_goes_back_to_bedrock_before_the_turns_text() -> None:
+    target = Target(
+        "test/claude-bedrock",
+        "anthropic.claude-x",
+        ConnectionSettings(
+            "conn_b", "aws-bedrock", "https://bedrock-runtime.test", None, region="us-east-1"
+        ),
+    )
+    req = request(messages=[*AGENT_TURNS[:2], {**AGENT_TURNS[2], "content": "exit 1"}])
+    body = json.loads(BedrockAdapter("aws-bedrock", counting_ids()).build_request(req, target).body)
+    assert body["messages"][1]["content"][:3] == [
+        {
+            "reasoningContent": {
+                "reasoningText": {"text": "Let me see.", "signature": SIGNED["signature"]}
+            }
+        },
+        {"reasoningContent": {"redactedContent": REDACTED["data"]}},
+        {"text": "Running."},
+    ]

@@ -31,7 +31,7 @@ from sluice.providers.bedrock.request import converse_body
 from sluice.providers.bedrock.stream import BedrockStreamTranslator
 from sluice.providers.errors import malformed_response, retry_after_seconds
 from sluice.providers.normalize import normalize_finish_reason
-from sluice.wire.chat import ChatRequest
+from sluice.wire.chat import ChatRequest, RedactedThinkingBlock, ThinkingBlock, ThinkingBlocks
 from sluice.wire.chunks import (
     CompletionChoice,
     ResponseFunctionCall,
@@ -55,10 +55,12 @@ class _ToolUse(Struct, rename="camel"):
 
 class _ReasoningText(Struct):
     text: str = ""
+    signature: str | None = None
 
 
 class _Reasoning(Struct, rename="camel"):
     reasoning_text: _ReasoningText | None = None
+    redacted_content: str | None = None
 
 
 class _Block(Struct, rename="camel"):
@@ -100,6 +102,7 @@ def parse_converse_response(body: bytes, new_id: IdFactory) -> ParsedCompletion:
         raise UpstreamError("The provider's response has no message.", code="upstream_empty")
     texts: list[str] = []
     reasoning: list[str] = []
+    signed: ThinkingBlocks = []
     calls: list[ResponseToolCall] = []
     for block in response.output.message.content:
         if block.text is not None:
@@ -107,6 +110,11 @@ def parse_converse_response(body: bytes, new_id: IdFactory) -> ParsedCompletion:
         thought = block.reasoning_content
         if thought is not None and thought.reasoning_text is not None:
             reasoning.append(thought.reasoning_text.text)
+            if thought.reasoning_text.signature:
+                text = thought.reasoning_text
+                signed.append(ThinkingBlock(text.text, text.signature or ""))
+        if thought is not None and thought.redacted_content:
+            signed.append(RedactedThinkingBlock(thought.redacted_content))
         tool = block.tool_use
         if tool is not None and tool.type != "server_tool_use":
             args = bytes(tool.input).decode()
@@ -115,6 +123,8 @@ def parse_converse_response(body: bytes, new_id: IdFactory) -> ParsedCompletion:
     message = ResponseMessage(content="".join(texts) if texts else None)
     if reasoning:
         message.reasoning_content = "".join(reasoning)
+    if signed:
+        message.thinking_blocks = signed
     if calls:
         message.tool_calls = calls
     finish = normalize_finish_reason(finish_reason(response.stop_reason), bool(calls))

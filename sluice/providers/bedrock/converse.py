@@ -64,7 +64,23 @@ class ToolResultBlock(Struct, rename="camel"):
     tool_result: ToolResult
 
 
-Block = Text | CacheBlock | ImageBlock | ToolUseBlock | ToolResultBlock
+class ReasoningText(Struct):
+    text: str
+    signature: str
+
+
+class Reasoning(Struct, rename="camel"):
+    """Signed reasoning, or reasoning the model returned encrypted (base64)."""
+
+    reasoning_text: ReasoningText | UnsetType = UNSET
+    redacted_content: str | UnsetType = UNSET
+
+
+class ReasoningBlock(Struct, rename="camel"):
+    reasoning_content: Reasoning
+
+
+Block = Text | CacheBlock | ImageBlock | ReasoningBlock | ToolUseBlock | ToolResultBlock
 
 
 class Message(Struct):

@@ -42,6 +42,7 @@ from sluice.wire.chat import (
     ResponseFormat,
     SystemMessage,
     TextPart,
+    ThinkingBlock,
     ToolMessage,
     UserContentPart,
     UserMessage,
@@ -152,7 +153,16 @@ def _image(url: str, param: str) -> converse.ImageBlock:
 
 
 def _assistant_blocks(i: int, message: AssistantMessage) -> list[converse.Block]:
+    """Signed reasoning first (as the model answered it), then text, then tool calls."""
     blocks: list[converse.Block] = []
+    for thought in message.thinking_blocks or ():
+        if isinstance(thought, ThinkingBlock):
+            reasoning = converse.Reasoning(
+                converse.ReasoningText(thought.thinking, thought.signature)
+            )
+        else:
+            reasoning = converse.Reasoning(redacted_content=thought.data)
+        blocks.append(converse.ReasoningBlock(reasoning))
     content = message.content
     if isinstance(content, str) and content:
         blocks.append(converse.Text(content))

@@ -5,8 +5,9 @@ its members as JSON), ``exception`` (named by ``:exception-type``) or ``error``
 (``:error-code``). Only tool blocks open with ``contentBlockStart``; text and
 reasoning deltas arrive without one. A tool call's index is the order of its block
 among the tool blocks; ``server_tool_use`` blocks (tools Bedrock runs itself) are not
-the client's to call and are skipped. Reasoning signatures and redacted reasoning
-are kept by Bedrock for the next turn and show nothing.
+the client's to call and are skipped. A reasoning delta's ``signature`` and
+``redactedContent`` become ``reasoning_signature`` and ``redacted_reasoning``, which a
+later turn sends back as ``thinking_blocks``.
 
 The answer is complete at ``messageStop``; ``metadata`` (usage) normally follows and
 is read if it comes. After ``messageStop`` nothing else can fail the stream.
@@ -58,8 +59,10 @@ class _ToolUseDelta(Struct):
     input: str = ""
 
 
-class _ReasoningDelta(Struct):
-    text: str | None = None  # signature and redactedContent are not shown
+class _ReasoningDelta(Struct, rename="camel"):
+    text: str | None = None
+    signature: str | None = None
+    redacted_content: str | None = None
 
 
 class _BlockDelta(Struct, rename="camel"):
@@ -187,8 +190,14 @@ class BedrockStreamTranslator(StreamTranslatorBase[EventStreamMessage]):
             return
         if delta.text is not None:
             self._emit.text(0, delta.text)
-        if delta.reasoning_content is not None and delta.reasoning_content.text is not None:
-            self._emit.reasoning(0, delta.reasoning_content.text)
+        thought = delta.reasoning_content
+        if thought is not None:
+            if thought.text is not None:
+                self._emit.reasoning(0, thought.text)
+            if thought.signature:
+                self._emit.signature(0, thought.signature)
+            if thought.redacted_content:
+                self._emit.redacted(0, thought.redacted_content)
         if delta.tool_use is not None:
             block = event.content_block_index
             index = self._calls.get(block)
