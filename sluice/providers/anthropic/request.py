@@ -120,31 +120,31 @@ def _given(value: float | UnsetType | None) -> float | UnsetType:
 
 
 class _Turns:
-    """The conversation in Anthropic's alternation: neighbours of one role merged."""
+    """The conversation in Anthropic's alternation: neighbours of one role merged. A
+    turn that is one message whose content was a string is sent as that string; content
+    sent as parts stays blocks (the client's form, whichever it chose)."""
 
     __slots__ = ("_turns",)
 
     def __init__(self) -> None:
-        self._turns: list[tuple[str, list[Block]]] = []
+        self._turns: list[tuple[str, list[Block], bool]] = []
 
-    def add(self, role: str, blocks: list[Block]) -> None:
+    def add(self, role: str, blocks: list[Block], *, plain: bool = False) -> None:
         if not blocks:
             return
         if self._turns and self._turns[-1][0] == role:
             self._turns[-1][1].extend(blocks)
+            self._turns[-1] = (role, self._turns[-1][1], False)
         else:
-            self._turns.append((role, blocks))
+            self._turns.append((role, blocks, plain))
 
     def messages(self) -> list[MessageParam]:
-        return [MessageParam(role, _compact(blocks)) for role, blocks in self._turns]
+        return [MessageParam(role, _compact(blocks, plain)) for role, blocks, plain in self._turns]
 
 
-def _compact(blocks: list[Block]) -> str | list[Block]:
-    """A turn of one plain text block is sent as a string, as people write it."""
-    if len(blocks) == 1:
-        only = blocks[0]
-        if isinstance(only, TextBlock) and only.cache_control is UNSET:
-            return only.text
+def _compact(blocks: list[Block], plain: bool) -> str | list[Block]:
+    if plain and len(blocks) == 1 and isinstance(blocks[0], TextBlock):
+        return blocks[0].text
     return blocks
 
 
@@ -155,9 +155,12 @@ def _conversation(req: ChatRequest) -> tuple[str | list[TextBlock] | UnsetType, 
         if isinstance(message, SystemMessage | DeveloperMessage):
             system += _text_blocks(message.content)
         elif isinstance(message, UserMessage):
-            turns.add("user", _user_blocks(i, message.content))
+            plain = isinstance(message.content, str)
+            turns.add("user", _user_blocks(i, message.content), plain=plain)
         elif isinstance(message, AssistantMessage):
-            turns.add("assistant", _assistant_blocks(i, message))
+            plain = isinstance(message.content, str) and not message.tool_calls
+            plain = plain and not message.thinking_blocks
+            turns.add("assistant", _assistant_blocks(i, message), plain=plain)
         elif isinstance(message, ToolMessage):
             turns.add("user", [_tool_result(i, message)])
         else:
