@@ -7,7 +7,9 @@ usage known when the first upstream event arrived), then one content block at a 
 kind, a new tool call or a signature followed by more reasoning closes the open block
 and starts the next index. Redacted thinking is a block that starts and stops at once.
 The end is ``message_delta`` (stop reason, the stop sequence where the provider named
-it, the whole usage) and ``message_stop``.
+it, the whole usage) and ``message_stop``. Anthropic sends one block at a time; an
+upstream that interleaves its tool calls' arguments (OpenAI may) has every call after
+the first held back and sent whole, in order, when the first one's block ends.
 
 Per chunk the events are assembled from fixed byte prefixes around the JSON-encoded
 text: no structs are built on the hot path.
@@ -108,11 +110,22 @@ def _event(name: bytes, payload: bytes) -> bytes:
     return b"event: " + name + b"\ndata: " + payload + b"\n\n"
 
 
+class _HeldCall:
+    """A tool call not yet given its block: its header and the arguments so far."""
+
+    __slots__ = ("arguments", "id", "index", "name")
+
+    def __init__(self, index: int, call_id: str, name: str) -> None:
+        self.index, self.id, self.name = index, call_id, name
+        self.arguments: list[str] = []
+
+
 class MessagesStreamEncoder:
     """One stream's events; ``opening`` gives the usage known at its first event."""
 
     __slots__ = (
         "_finish",
+        "_held",
         "_identity",
         "_index",
         "_kind",
@@ -120,6 +133,7 @@ class MessagesStreamEncoder:
         "_started",
         "_stop_sequence",
         "_tools",
+        "_waiting",
     )
 
     def __init__(self, identity: StreamIdentity, opening: Opening) -> None:
@@ -129,6 +143,8 @@ class MessagesStreamEncoder:
         self._index = -1  # the open (or last) block's index
         self._kind: str | None = None  # the open block: text, thinking, signed, tool
         self._tools: dict[int, int] = {}  # our tool-call index -> its block index
+        self._waiting: _HeldCall | None = None  # started while another call's block is open
+        self._held: list[_HeldCall] = []  # calls of an interleaving upstream, sent whole later
         self._finish: str | None = None
         self._stop_sequence: str | None = None
 
@@ -190,18 +206,59 @@ class MessagesStreamEncoder:
 
     def _tool_call(self, call: ToolCallDelta, out: list[bytes]) -> None:
         fn = call.function
+        arguments = None if isinstance(fn, msgspec.UnsetType) else fn.arguments
         if isinstance(call.id, str):  # a call's first fragment names it
-            name = fn.name if not isinstance(fn, msgspec.UnsetType) else ""
-            block = _ENCODER.encode(
-                OutToolUse(call.id, name if isinstance(name, str) else "", msgspec.Raw(b"{}"))
+            name = "" if isinstance(fn, msgspec.UnsetType) else fn.name
+            self._tool_start(
+                _HeldCall(call.index, call.id, name if isinstance(name, str) else ""), out
             )
+        if isinstance(arguments, str) and arguments:
+            self._tool_arguments(call.index, arguments, out)
+
+    def _tool_start(self, call: _HeldCall, out: list[bytes]) -> None:
+        """A new call opens its block, unless a tool block is open: then it waits. If the
+        open call's arguments go on before the waiting call's begin, the upstream
+        interleaves its calls (OpenAI may), and every later call is held back whole
+        until the open block ends; a block's deltas never follow its stop."""
+        if self._kind != "tool":
+            self._open_tool(call, out)
+        elif self._waiting is None and not self._held:
+            self._waiting = call
+        else:
+            self._hold_waiting()
+            self._held.append(call)
+
+    def _tool_arguments(self, call_index: int, arguments: str, out: list[bytes]) -> None:
+        waiting = self._waiting
+        if self._kind == "tool" and self._tools.get(call_index) == self._index:
+            self._hold_waiting()  # the open call goes on: the waiting one must wait
+            out.append(
+                _DELTA + b"%d" % self._index + _JSON_DELTA + _ENCODER.encode(arguments) + _END
+            )
+        elif waiting is not None and waiting.index == call_index:
+            self._waiting = None  # the open call was done: one call after another
             self._close(out)
-            self._open("tool", b',"content_block":' + block + b"}\n\n", out)
-            self._tools[call.index] = self._index
-        arguments = fn.arguments if not isinstance(fn, msgspec.UnsetType) else None
-        index = self._tools.get(call.index)
-        if isinstance(arguments, str) and arguments and index is not None:
+            self._open_tool(waiting, out)
+            self._tool_arguments(call_index, arguments, out)
+        elif (held := next((c for c in self._held if c.index == call_index), None)) is not None:
+            held.arguments.append(arguments)
+        elif (index := self._tools.get(call_index)) is not None:  # a call already closed
             out.append(_DELTA + b"%d" % index + _JSON_DELTA + _ENCODER.encode(arguments) + _END)
+
+    def _hold_waiting(self) -> None:
+        if self._waiting is not None:
+            self._held.append(self._waiting)
+            self._waiting = None
+
+    def _open_tool(self, call: _HeldCall, out: list[bytes]) -> None:
+        block = _ENCODER.encode(OutToolUse(call.id, call.name, msgspec.Raw(b"{}")))
+        self._open("tool", b',"content_block":' + block + b"}\n\n", out)
+        self._tools[call.index] = self._index
+        if call.arguments:
+            arguments = "".join(call.arguments)
+            out.append(
+                _DELTA + b"%d" % self._index + _JSON_DELTA + _ENCODER.encode(arguments) + _END
+            )
 
     def _delta_event(self, kind: bytes, text: str) -> bytes:
         return _DELTA + b"%d" % self._index + kind + _ENCODER.encode(text) + _END
@@ -216,9 +273,18 @@ class MessagesStreamEncoder:
         out.append(_START + b"%d" % self._index + block)
 
     def _close(self, out: list[bytes]) -> None:
-        if self._kind is not None:
-            out.append(_STOP + b"%d}\n\n" % self._index)
-            self._kind = None
+        """Stop the open block; after a tool block, the calls held back follow whole."""
+        if self._kind is None:
+            return
+        out.append(_STOP + b"%d}\n\n" % self._index)
+        was_tool, self._kind = self._kind == "tool", None
+        if was_tool:
+            self._hold_waiting()
+            held, self._held = self._held, []
+            for call in held:
+                self._open_tool(call, out)
+                out.append(_STOP + b"%d}\n\n" % self._index)
+                self._kind = None
 
 
 def message_body(identity: StreamIdentity, choice: CompletionChoice, tally: Tally) -> bytes:
