@@ -124,6 +124,15 @@ class AdapterBase:
     def _shape(self, req: ChatRequest) -> StreamShape:
         return StreamShape(req.choice_count, self._max_event_bytes)
 
+    def count_request(self, req: ChatRequest, target: Target) -> UpstreamRequest | None:
+        """The request that asks the provider to count the prompt's input tokens; None
+        for a provider that has no such endpoint (the gateway estimates instead)."""
+        return None
+
+    def parse_count(self, body: bytes) -> int:
+        """The count in the answer to :meth:`count_request`."""
+        raise NotImplementedError
+
 
 class Adapter(Protocol):
     kind: str
@@ -137,3 +146,7 @@ class Adapter(Protocol):
     def parse_error(self, status: int, headers: Mapping[str, str], body: bytes) -> ApiError: ...
 
     def stream(self, req: ChatRequest) -> StreamTranslator: ...
+
+    def count_request(self, req: ChatRequest, target: Target) -> UpstreamRequest | None: ...
+
+    def parse_count(self, body: bytes) -> int: ...

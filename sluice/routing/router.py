@@ -132,6 +132,29 @@ class Router:
             plan, records, lambda a, fresh: self._complete(req, a, fresh), in_flight
         )
 
+    async def count_tokens(self, req: ChatRequest, plan: Plan) -> int | None:
+        """The serving provider's own count of the prompt (the plan's first target), if
+        it has a count endpoint and answers in time; None otherwise, and the caller
+        estimates. Not an attempt: not logged, not counted for the breaker."""
+        target = self.ordered(plan)[0].target
+        conn = target.connection
+        adapter = self._registry.adapter(conn.provider)
+        upstream = adapter.count_request(req, target)
+        if upstream is None:
+            return None
+        try:
+            async with asyncio.timeout(min(conn.timeouts.first_event, conn.timeouts.total)):
+                resp = await self._transport.send(
+                    upstream, conn.timeouts, guarded=conn.owner is not None, fresh=False
+                )
+                try:
+                    body = await resp.read_body(self._error_body_bytes)
+                finally:
+                    resp.close()
+            return adapter.parse_count(body) if resp.status < 300 else None
+        except (ApiError, TimeoutError):
+            return None
+
     def ordered(self, plan: Plan) -> Sequence[Attempt]:
         """The plan's attempts, connections of a weighted model drawn by weight."""
         if not any(a.model.weighted for a in plan.attempts):

@@ -1,7 +1,8 @@
 """``POST /v1/messages/count_tokens``: how many input tokens a Messages request's prompt
 is, before sending it. The model must be one the caller could ask for (404 otherwise,
-403 outside the key's allow-list); the count is the gateway's estimator's
-(``"source": "estimate"``, the same count the credit hold starts from)."""
+403 outside the key's allow-list). The count is the serving provider's own where it has
+a count endpoint (``"source": "provider"``), else, or when that fails, the gateway's
+estimate (``"estimate"``, the count a credit hold starts from)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ async def count_tokens(gw: Gateway, call: Call) -> None:
             param="model",
         )
     view = await services.tenants.view(principal.account_id)
-    view.planner.plan(req.model, ())  # 404 for a model or route this caller has not got
-    answer = CountTokens(estimate_prompt_tokens(req), "estimate")
+    plan = view.planner.plan(req.model, ())  # 404 for a model this caller has not got
+    counted = await services.router.count_tokens(req, plan)
+    if counted is None:
+        answer = CountTokens(estimate_prompt_tokens(req), "estimate")
+    else:
+        answer = CountTokens(counted, "provider")
     await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(answer))

@@ -111,11 +111,14 @@ def decode_count_request(
 ) -> ChatRequest:
     """A count_tokens body as the prompt of a request (nothing is generated from it)."""
     req = decode_body(_COUNT, body, max_depth)
+    thinking = req.thinking
+    budget = thinking.budget_tokens if isinstance(thinking, ThinkingParam) else UNSET
     return ChatRequest(
         model=req.model,
         messages=_system(req.system) + _conversation(req.messages),
         tools=_tools(req.tools),
         tool_choice=_tool_choice(req.tool_choice),
+        reasoning_budget=budget if thinking is not UNSET and thinking.type == "enabled" else UNSET,
     )
 
 

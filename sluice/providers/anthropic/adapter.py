@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import msgspec
+from msgspec import UNSET
 
 from sluice.core.connection import Target
+from sluice.core.usage import reported_count
 from sluice.errors import ApiError
 from sluice.ids import IdFactory
 from sluice.providers.anthropic.request import anthropic_request
+from sluice.providers.anthropic.request_wire import CountTokensAnswer, CountTokensRequest
 from sluice.providers.anthropic.stream import AnthropicStreamTranslator
 from sluice.providers.anthropic.upstream import (
     MESSAGE,
@@ -37,6 +40,7 @@ from sluice.wire.chunks import (
 
 ANTHROPIC_VERSION = "2023-06-01"
 _ENCODER = msgspec.json.Encoder()
+_COUNT = msgspec.json.Decoder(CountTokensAnswer)
 
 
 def messages_url(base_url: str) -> str:
@@ -124,6 +128,23 @@ class AnthropicAdapter(AdapterBase):
 
     def parse_error(self, status: int, headers: Mapping[str, str], body: bytes) -> ApiError:
         return parse_anthropic_error(status, headers, body)
+
+    def count_request(self, req: ChatRequest, target: Target) -> UpstreamRequest:
+        """``/v1/messages/count_tokens`` with the prompt of the request, as it would be
+        sent."""
+        full = anthropic_request(req, target.native_model)
+        body = CountTokensRequest(
+            full.model, full.messages, full.system, full.tools, full.tool_choice, full.thinking
+        )
+        up = self.build_request(msgspec.structs.replace(req, stream=UNSET), target)
+        up.url, up.body = up.url + "/count_tokens", _ENCODER.encode(body)
+        return up
+
+    def parse_count(self, body: bytes) -> int:
+        try:
+            return reported_count(_COUNT.decode(body).input_tokens)
+        except msgspec.DecodeError:
+            raise malformed_response() from None
 
     def stream(self, req: ChatRequest) -> AnthropicStreamTranslator:
         return AnthropicStreamTranslator(self._new_id, self._shape(req))

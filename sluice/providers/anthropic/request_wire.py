@@ -103,6 +103,19 @@ class Metadata(Struct):
     user_id: str
 
 
+class CountTokensRequest(Struct):
+    model: str
+    messages: list[MessageParam]
+    system: str | list[TextBlock] | UnsetType = UNSET
+    tools: list[ToolParam] | UnsetType = UNSET
+    tool_choice: ToolChoiceParam | UnsetType = UNSET
+    thinking: ThinkingParam | UnsetType = UNSET
+
+
+class CountTokensAnswer(Struct):
+    input_tokens: int
+
+
 class MessagesRequest(Struct):
     model: str
     max_tokens: int
