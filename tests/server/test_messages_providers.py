@@ -25,7 +25,8 @@ REASONING["aws-bedrock"] = "reasoning"
 
 def recorded(provider: str, name: str) -> dict[str, Any]:
     """What the chat door's translator made of the recording: text, reasoning, calls."""
-    text, reasoning, calls = "", "", {}
+    text, reasoning = "", ""
+    calls: dict[int, dict[str, str]] = {}
     for line in (FIXTURES / provider / f"{name}.chunks.jsonl").read_text().splitlines():
         for choice in json.loads(line).get("choices", []):
             delta = choice["delta"]
