@@ -27,6 +27,7 @@ from sluice.metering.meter import Meter
 from sluice.providers.registry import AdapterRegistry
 from sluice.routing.breaker import Breaker
 from sluice.routing.catalog import Catalog
+from sluice.routing.references import check_references
 from sluice.routing.router import Router
 from sluice.server.app import Gateway
 from sluice.server.generation import Generation
@@ -79,6 +80,9 @@ def _generation(lasting: _Lasting, settings: Settings) -> Generation:
     """What one config builds; raises :class:`ConfigError` before anything is swapped."""
     server, clock = settings.server, lasting.clock
     catalog = Catalog.with_overrides(list(settings.models))
+    check_references(
+        settings.models, catalog, settings.connections, settings.routes, settings.guardrails
+    )
     guardrails = Guardrails(settings.guardrails, lasting.transport)
     router = Router(
         registry=AdapterRegistry(lasting.new_id, server.upstream_event_bytes),

@@ -1,0 +1,41 @@
+"""Names one part of the config gives another, checked when it is loaded: a gateway (or
+a reload) refuses a file in which something names a connection, model or route that
+does not exist, saying what names it, where, and what exists."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sluice.config import GuardrailConfig, ModelConfig, RouteConfig
+from sluice.core.connection import ConnectionSettings
+from sluice.errors import ConfigError
+from sluice.providers.registry import PROVIDERS
+from sluice.routing.catalog import Catalog
+
+
+def check_references(
+    models: Sequence[ModelConfig],
+    catalog: Catalog,
+    connections: Sequence[ConnectionSettings],
+    routes: Sequence[RouteConfig],
+    guardrails: Sequence[GuardrailConfig],
+) -> None:
+    """:class:`ConfigError` for the first dangling name (routes' own targets are
+    checked by the planner)."""
+    ids = sorted(c.id for c in connections)
+    kinds = {spec.kind for spec in PROVIDERS}
+    for model in models:
+        for name in model.providers:
+            if name not in ids and name not in kinds:
+                raise ConfigError(
+                    f'[[models]] "{model.id}": providers names "{name}", which is neither '
+                    f"a connection (known: {', '.join(ids) or 'none'}) nor a provider kind"
+                )
+    slugs = {route.name for route in routes} | {m.id for m in catalog}
+    for rule in guardrails:
+        for slug in rule.applies_to.routes or ():
+            if slug not in slugs:
+                raise ConfigError(
+                    f'[[guardrails]] "{rule.name}": applies_to.routes names "{slug}", '
+                    "which is neither a route nor a model"
+                )
