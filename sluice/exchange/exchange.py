@@ -148,7 +148,10 @@ class Exchange:
             for a in plan.attempts
         ]
         state.ticket = await services.meter.hold(
-            principal, state.request_id, hold_amount(req, rates)
+            principal,
+            state.request_id,
+            hold_amount(req, rates),
+            capped=req.output_ceiling is not None,
         )
         return rules.output
 

@@ -59,8 +59,8 @@ def request_record(
         rec.credits_charged = usd_from_nano(charged)
     if state.first_token is not None:
         rec.ttft_ms = round(state.first_token * 1000, 3)
-        generating = duration - state.first_token
-        if tokens is not None and tokens.completion_tokens and generating > 0:
+        generating = duration - state.first_token  # a whole answer has no generating span
+        if req.is_stream and tokens is not None and tokens.completion_tokens and generating > 0:
             rec.tokens_per_second = round(tokens.completion_tokens / generating, 2)
     if state.error is not None:
         rec.error_type, rec.error_code = state.error.type, state.error.code

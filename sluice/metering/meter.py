@@ -59,7 +59,11 @@ class Meter:
         self._wall_clock = wall_clock
         self._hold_ttl = hold_ttl
 
-    async def hold(self, principal: Principal, request_id: str, amount: int) -> Ticket | None:
+    async def hold(
+        self, principal: Principal, request_id: str, amount: int, *, capped: bool = True
+    ) -> Ticket | None:
+        """``capped``: the request set its own output cap (the 402 says which cap the
+        hold assumed)."""
         if not principal.metered:
             return None
         now = int(self._wall_clock())
@@ -84,9 +88,10 @@ class Meter:
             placing.add_done_callback(lambda done: self._release_if_placed(done, ticket))
             raise
         if not placed:
+            assumed = "with its max_tokens" if capped else "with the model's longest answer"
             raise BudgetExceededError(
                 f"The account's available credits do not cover this request "
-                f"(up to ${usd_from_nano(amount):.6f} with its max_tokens).",
+                f"(up to ${usd_from_nano(amount):.6f} {assumed}; a lower max_tokens holds less).",
                 code="insufficient_credits",
             )
         return ticket

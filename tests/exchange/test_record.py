@@ -268,6 +268,13 @@ def test_ttft_and_tokens_per_second(
     assert (rec.ttft_ms, rec.duration_ms, rec.tokens_per_second) == timing
 
 
+def test_a_whole_answer_has_a_time_to_answer_and_no_tokens_per_second() -> None:
+    """It arrives at once: the milliseconds after it are sending, not generating."""
+    state = build(whole=whole_answer("Hello", TokenUsage(10, 5)), completed=True, first_token=0.5)
+    rec = record(state, duration=0.5003)
+    assert (rec.ttft_ms, rec.tokens_per_second) == (500.0, None)
+
+
 def test_identity_attempts_and_notes() -> None:
     state = build(steps=TEXT, completed=True, sent=True)
     state.guardrails.append(Note("no-x", "output", "log", "matched"))

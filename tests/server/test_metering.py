@@ -143,8 +143,20 @@ async def test_insufficient_credits_is_402_before_any_upstream_call(
         )
     assert resp.status == 402
     assert resp.json()["error"]["type"] == "budget_exceeded"
+    assert "with its max_tokens" in resp.json()["error"]["message"]
     assert fake.requests == []
     assert row.json()["status"] == "error" and row.json()["error_type"] == "budget_exceeded"
+
+
+async def test_a_402_without_max_tokens_says_what_the_hold_assumed(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
+        key = await metered_key(gw.gateway.store, "poor", 1000)
+        resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", body(), key))
+    message = resp.json()["error"]["message"]
+    assert resp.status == 402 and "max_tokens)" not in message
+    assert "with the model's longest answer; a lower max_tokens holds less" in message
 
 
 async def test_a_cancelled_stream_pays_only_for_what_was_streamed(
