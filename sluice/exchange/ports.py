@@ -69,6 +69,12 @@ class FrontDoor(Protocol):
     def name(self) -> str: ...
 
     @property
+    def request_id_header(self) -> str | None:
+        """A header of its wire that carries the request id too (``X-Request-Id`` is on
+        every answer already), or None."""
+        ...
+
+    @property
     def stream_headers(self) -> Sequence[tuple[str, str]]: ...
 
     @property

@@ -226,7 +226,9 @@ class Gateway:
 
     async def handle(self, request: Request, writer: ResponseWriter) -> None:
         call = Call(request, writer, self.new_id("req"), int(self.wall_clock()), self.clock())
-        call.door = self._doors.get(request.path)
+        door = call.door = self._doors.get(request.path)
+        if door is not None and door.request_id_header is not None:
+            call.headers.append((door.request_id_header, call.request_id))
         status = 200
         method = request.method  # as sent, for the log
         try:

@@ -21,7 +21,7 @@ import msgspec
 from sluice.errors import ApiError, InvalidRequestError
 from sluice.wire.bounds import json_depth_exceeds
 from sluice.wire.chunks import Usage
-from sluice.wire.messages import ErrorEvent, ErrorObject
+from sluice.wire.messages import ErrorDetails, ErrorEvent, ErrorObject
 from sluice.wire.messages import Usage as MessagesUsage
 from sluice.wire.sse import data_event
 
@@ -152,4 +152,5 @@ def messages_error_event(err: ApiError, usage: MessagesUsage | None = None) -> b
 
 def _messages_error(err: ApiError) -> ErrorEvent:
     kind = messages_error_type(err.http_status)
-    return ErrorEvent(ErrorObject(kind, err.message, err.code, err.param))
+    details = msgspec.UNSET if err.code is None else ErrorDetails(err.code)
+    return ErrorEvent(ErrorObject(kind, err.message, err.code, err.param, details))

@@ -216,13 +216,19 @@ class MessageDelta(Struct, tag_field="type", tag="message_delta"):
     usage: Usage
 
 
+class ErrorDetails(Struct):
+    error_code: str
+
+
 class ErrorObject(Struct):
-    """``code`` and ``param`` are ours (the error tree's), beside Anthropic's two."""
+    """``code`` and ``param`` are ours (the error tree's), beside Anthropic's two; the
+    code is also in ``details.error_code``, where the anthropic SDKs read one."""
 
     type: str
     message: str
     code: str | None = None
     param: str | None = None
+    details: ErrorDetails | Opt = UNSET
 
 
 class ErrorEvent(Struct, tag_field="type", tag="error"):

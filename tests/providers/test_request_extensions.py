@@ -205,3 +205,19 @@ def test_signed_thinking_goes_back_to_bedrock_before_the_turns_text() -> None:
         {"reasoningContent": {"redactedContent": REDACTED["data"]}},
         {"text": "Running."},
     ]
+
+
+def test_an_exact_thinking_budget_reaches_a_claude_model_on_bedrock() -> None:
+    target = Target(
+        "test/claude-bedrock",
+        "anthropic.claude-x",
+        ConnectionSettings(
+            "conn_b", "aws-bedrock", "https://bedrock-runtime.test", None, region="us-east-1"
+        ),
+    )
+    req = request(reasoning_budget=2000, reasoning_effort="low", max_tokens=3000)
+    body = json.loads(BedrockAdapter("aws-bedrock", counting_ids()).build_request(req, target).body)
+    assert body["additionalModelRequestFields"] == {
+        "thinking": {"type": "enabled", "budget_tokens": 2000}
+    }
+    assert body["inferenceConfig"]["maxTokens"] == 3000

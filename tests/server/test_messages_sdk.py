@@ -45,6 +45,7 @@ async def test_a_whole_answer_from_an_openai_upstream(tmp_path: Path, fake: Fake
                 model="test/gpt-fake", max_tokens=100, messages=USER
             )
             message = await raw.parse()
+            assert message._request_id == message.id  # the SDK reads request-id
         logged = await exchange(gw.host, gw.port, get(f"/v1/requests/{message.id}", gw.dev_key.key))
     row = logged.json()
     assert message.id == raw.headers["x-request-id"]
@@ -267,5 +268,7 @@ async def test_a_missing_max_tokens_is_a_400_naming_it(tmp_path: Path) -> None:
             "message": "Missing required parameter: 'max_tokens'.",
             "code": "missing_required_parameter",
             "param": "max_tokens",
+            "details": {"error_code": "missing_required_parameter"},
         },
     }
+    assert answer.headers["request-id"] == answer.headers["x-request-id"]

@@ -25,6 +25,7 @@ PING_EVENT = b'event: ping\ndata: {"type":"ping"}\n\n'
 
 class MessagesDoor:
     name = "messages"
+    request_id_header = "request-id"  # where the anthropic SDKs read it
     stream_headers = SSE_HEADERS
     keepalive = PING_EVENT
 

@@ -12,7 +12,8 @@ Decisions (the table is in docs/providers.md):
 - ``tool_choice: "none"``: Converse has no such choice, so the tools are left out,
   unless the conversation holds tool blocks, which Bedrock only accepts with a tool
   configuration: then the tools go without a choice;
-- ``reasoning_effort`` on Anthropic models (the model id names ``anthropic.``) becomes
+- An exact ``reasoning_budget`` (ours) is sent as given on Anthropic models; else
+  ``reasoning_effort`` on Anthropic models (the model id names ``anthropic.``) becomes
   a thinking budget in ``additionalModelRequestFields``; other models ignore it;
 - ``response_format`` ``json_schema`` becomes ``outputConfig.textFormat``;
   ``json_object`` has no Converse equivalent and is not sent;
@@ -214,10 +215,15 @@ def _inference_config(req: ChatRequest) -> converse.InferenceConfig:
 def _thinking(
     req: ChatRequest, native_model: str, config: converse.InferenceConfig
 ) -> dict[str, Any] | UnsetType:
-    effort = req.reasoning_effort
-    if not isinstance(effort, str) or "anthropic." not in native_model:
+    if "anthropic." not in native_model:
         return UNSET
-    if effort in ("none", "minimal"):
+    exact = req.reasoning_budget
+    if isinstance(exact, int):  # as the Messages wire gives it: inside max_tokens
+        if not isinstance(config.max_tokens, int):
+            config.max_tokens = exact + THINKING_ANSWER_TOKENS
+        return {"thinking": {"type": "enabled", "budget_tokens": exact}}
+    effort = req.reasoning_effort
+    if not isinstance(effort, str) or effort in ("none", "minimal"):
         return UNSET
     budget = THINKING_BUDGETS.get(effort)
     if budget is None:

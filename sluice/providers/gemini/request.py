@@ -13,7 +13,8 @@ What is not one-to-one (docs/providers.md has the whole table):
   ``responseJsonSchema``, the fields that take plain JSON Schema (``parameters`` and
   ``responseSchema`` take an OpenAPI subset that has rejected keywords such as
   ``additionalProperties``, which strict OpenAI tools always carry).
-- ``reasoning_effort`` becomes a thinking budget with thoughts included (so they
+- An exact ``reasoning_budget`` (ours) is the thinking budget; else
+  ``reasoning_effort`` becomes a thinking budget with thoughts included (so they
   stream as ``reasoning_content``); ``none`` turns thinking off.
 """
 
@@ -280,7 +281,7 @@ def _generation_config(req: ChatRequest) -> GenerationConfig | None:
         candidate_count=_given(req.n),
         presence_penalty=_given(req.presence_penalty),
         frequency_penalty=_given(req.frequency_penalty),
-        thinking_config=_thinking(req.reasoning_effort),
+        thinking_config=_exact_thinking(req.reasoning_budget) or _thinking(req.reasoning_effort),
     )
     fmt = req.response_format
     if isinstance(fmt, ResponseFormat) and fmt.type != "text":
@@ -288,6 +289,11 @@ def _generation_config(req: ChatRequest) -> GenerationConfig | None:
         if isinstance(fmt.json_schema, JsonSchemaFormat):
             config.response_json_schema = _given(fmt.json_schema.schema)
     return None if config == GenerationConfig() else config
+
+
+def _exact_thinking(budget: int | UnsetType | None) -> ThinkingConfig | None:
+    """An exact ``reasoning_budget`` (ours), over ``reasoning_effort``."""
+    return ThinkingConfig(thinking_budget=budget, include_thoughts=True) if budget else None
 
 
 def _thinking(effort: str | UnsetType | None) -> ThinkingConfig | None:
