@@ -27,7 +27,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-# Debian packages the tests need (nginx), installed when missing
+# What the tests need beyond the venv (nginx, node, tests/node's npm packages), installed when missing
 deps:
 	@./scripts/deps.sh
 

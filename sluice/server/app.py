@@ -251,6 +251,8 @@ class Gateway:
         finally:
             if call.exchange is not None:
                 status = call.exchange.status
+            elif status == 200 and writer.status:
+                status = writer.status  # an endpoint's own status (201 Created)
             path = request.path if request.path in self._routes else "other"
             attempts = [] if call.exchange is None else call.exchange.attempts
             self.services.metrics.request(path, status, attempts)

@@ -81,7 +81,16 @@ class ResponseWriter:
     For a HEAD request (``head_only``) the head goes out as it would for GET, the body never.
     """
 
-    __slots__ = ("_chunked", "_conn", "_head", "_head_only", "finished", "keep_alive", "started")
+    __slots__ = (
+        "_chunked",
+        "_conn",
+        "_head",
+        "_head_only",
+        "finished",
+        "keep_alive",
+        "started",
+        "status",
+    )
 
     def __init__(self, conn: Sink, keep_alive: bool, http10: bool, head_only: bool = False) -> None:
         self._conn = conn
@@ -91,6 +100,8 @@ class ResponseWriter:
         self.keep_alive = keep_alive
         self.started = False
         self.finished = False
+        self.status = 0
+        """The status of the head written, once one was (0 before)."""
 
     async def send(self, status: int, headers: Headers, body: bytes) -> None:
         self.send_now(status, headers, body)
@@ -99,6 +110,7 @@ class ResponseWriter:
     def send_now(self, status: int, headers: Headers, body: bytes) -> None:
         """:meth:`send` without waiting for the client to read it."""
         self.started = self.finished = True
+        self.status = status
         extra = [("content-length", str(len(body)))]
         if not self.keep_alive:
             extra.append(("connection", "close"))
@@ -111,6 +123,7 @@ class ResponseWriter:
         if self.started:
             return
         self.started = True
+        self.status = status
         if not self._chunked:
             self.keep_alive = False
             extra = [("connection", "close")]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
+import pytest
 from cryptography.fernet import Fernet
 
 from sluice.server.lifecycle import RunningGateway
@@ -300,3 +302,18 @@ async def test_an_accounts_keys_are_listed_a_page_at_a_time(tmp_path: Path) -> N
     assert [len(p) for p in pages] == [2, 2, 1]
     assert sorted(listed) == sorted(k["id"] for k in made) and len(set(listed)) == 5
     assert bad.status == 400 and bad.json()["error"]["code"] == "invalid_cursor"
+
+
+async def test_the_access_log_says_the_status_an_admin_call_answered(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "sluice.access")
+    async with running_gateway(tmp_path, env=ENV) as gw:
+        made = await admin(gw, "POST", "/admin/accounts", {"name": "team"})
+        again = await admin(gw, "POST", "/admin/accounts", {"name": "team"})
+    lines = [r.getMessage() for r in caplog.records if r.name == "sluice.access"]
+    assert (made.status, again.status) == (201, 409)
+    assert [line.split()[1:4] for line in lines] == [
+        ["POST", "/admin/accounts", "201"],
+        ["POST", "/admin/accounts", "409"],
+    ]
