@@ -126,7 +126,11 @@ class ChatCall:
         """Seconds before the next attempt, or ``None`` when ``result`` is final."""
         if result.ok or result.error is None:
             return None
-        delay = self._retry.delay(self.attempt, result.error, self._acc.content_seen, uniform)
+        spec, attempt = self._spec, self.attempt
+        same = spec.model_for(attempt + 1) == spec.model_for(attempt)
+        delay = self._retry.delay(
+            attempt, result.error, self._acc.content_seen, uniform, same_model=same
+        )
         total = self._timeouts.total
         if delay is not None and total is not None and result.duration + delay >= total:
             return None  # the retry could not even start before the deadline

@@ -69,7 +69,9 @@ class RetryPolicy(Struct, frozen=True):
     """Exponential backoff with full jitter: before retry ``k`` (1-based) wait
     ``uniform(0, min(max_delay, base_delay * 2**(k-1)))``, or the server's
     ``Retry-After`` if that is longer. A ``Retry-After`` above ``max_retry_after``
-    ends the call instead of sleeping through it."""
+    ends the call instead of sleeping through it. A retry on another model
+    (``same_model=False``) waits the backoff only: the ``Retry-After`` was the failed
+    model's."""
 
     max_attempts: int = 3
     base_delay: float = 0.5
@@ -80,12 +82,18 @@ class RetryPolicy(Struct, frozen=True):
         return uniform(0.0, min(self.max_delay, self.base_delay * 2 ** (retry - 1)))
 
     def delay(
-        self, attempt: int, error: ErrorInfo, content_seen: bool, uniform: Uniform
+        self,
+        attempt: int,
+        error: ErrorInfo,
+        content_seen: bool,
+        uniform: Uniform,
+        *,
+        same_model: bool = True,
     ) -> float | None:
         """Seconds to wait before attempt ``attempt + 1``, or ``None``: do not retry."""
         if content_seen or attempt >= self.max_attempts or not is_retryable(error):
             return None
-        wait = error.retry_after
+        wait = error.retry_after if same_model else None
         if wait is not None and wait > self.max_retry_after:
             return None
         return max(self.backoff(attempt, uniform), wait or 0.0)

@@ -198,6 +198,22 @@ async def test_retry_model_serves_the_retry(fake: FakeUpstream) -> None:
     assert (result.requested_model, result.text) == ("small/fast", "fast")
 
 
+async def test_a_retry_on_another_model_does_not_wait_out_the_failed_ones_retry_after(
+    fake: FakeUpstream,
+) -> None:
+    """The 25 s a rate-limited model asks for are its own: the retry model goes at once
+    (the backoff only); a second failure on the retry model is honoured."""
+    limited = error(429, "rate_limit_error", **{"Retry-After": "25"})
+    fake.queue(limited, error(429, "rate_limit_error", **{"Retry-After": "3"}))
+    fake.queue(Reply.stream(*text_stream("ok")))
+    sleeps = Sleeps()
+    async with client(fake, sleep=sleeps) as c:
+        result = await c.stream("big/slow", USER, retry_model="small/fast").collect()
+    assert [r.json()["model"] for r in fake.requests] == ["big/slow", "small/fast", "small/fast"]
+    assert result.text == "ok"
+    assert sleeps.delays == [0.125, 3.0]  # backoff (0.5 of 0.25 s), then small/fast's own
+
+
 async def test_regenerate_is_the_explicit_retry_after_content(fake: FakeUpstream) -> None:
     fake.queue(Reply.stream(chunk(content="Half"), Cut()), Reply.stream(*text_stream("Whole")))
     async with client(fake) as c:

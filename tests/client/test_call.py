@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from sluice.client.call import ChatCall
@@ -116,8 +117,8 @@ def test_event_stream_content_type(content_type: str | None, ok: bool) -> None:
     assert (not_an_event_stream(content_type) is None) is ok
 
 
-def call(timeouts: Timeouts, retry: RetryPolicy | None = None) -> ChatCall:
-    return ChatCall(SPEC, timeouts, retry or RetryPolicy(), started=100.0)
+def call(timeouts: Timeouts, retry: RetryPolicy | None = None, spec: ChatSpec = SPEC) -> ChatCall:
+    return ChatCall(spec, timeouts, retry or RetryPolicy(), started=100.0)
 
 
 def test_deadlines_first_event_then_idle_capped_by_total() -> None:
@@ -178,7 +179,8 @@ def test_connection_failure_before_the_head_is_an_error_after_it_incomplete() ->
 
 def test_retry_decision_before_and_after_content() -> None:
     uniform = RecordingUniform(1.0)
-    c = call(Timeouts(), RetryPolicy(max_attempts=3, base_delay=1.0))
+    same_model = msgspec.structs.replace(SPEC, retry_model=None)
+    c = call(Timeouts(), RetryPolicy(max_attempts=3, base_delay=1.0), same_model)
     c.begin(100.0)
     c.http_error(503, b"", {"Retry-After": "2"}.get, 0.0)
     failed = c.end(100.1)
@@ -192,6 +194,13 @@ def test_retry_decision_before_and_after_content() -> None:
     assert after_content.state == "error" and after_content.text == "shown"
     assert c.retry_delay(after_content, uniform) is None
     assert uniform.calls == [(0.0, 1.0)]
+
+
+def test_a_retry_on_the_retry_model_ignores_the_failed_models_retry_after() -> None:
+    c = call(Timeouts(), RetryPolicy(max_attempts=3, base_delay=1.0))  # retry_model set
+    c.begin(100.0)
+    c.http_error(429, b"", {"Retry-After": "25"}.get, 0.0)
+    assert c.retry_delay(c.end(100.1), RecordingUniform(1.0)) == 1.0  # the backoff only
 
 
 @pytest.mark.parametrize(("failed_at", "delay"), [(107.0, 2.0), (108.5, None)])
