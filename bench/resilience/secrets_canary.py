@@ -132,9 +132,9 @@ allow_private_upstreams = true  # accounts' own connections reach the fakes on 1
 breaker_failures = 1000000
 max_retry_after = 0
 
-[[models]]
+[[models]]  # served by an account's own connection only
 id = "{OWN_MODEL}"
-providers = {{ nobody = "none" }}
+providers = {{}}
 price = {{ input = 1.0, output = 2.0 }}
 """
     for t in operator:

@@ -144,7 +144,8 @@ providers = {{ conn_redirect_op = "m" }}
 price = {{ input = 1.0, output = 2.0 }}
 """
     for model in [e.model for e in found] + ["ssrf/redirect"]:
-        text += f'\n[[models]]\nid = "{model}"\nproviders = {{ nobody = "m" }}\n'
+        # served by an account's own connection only
+        text += f'\n[[models]]\nid = "{model}"\nproviders = {{}}\n'
         text += "price = { input = 1.0, output = 2.0 }\n"
     return text
 

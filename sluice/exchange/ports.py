@@ -69,6 +69,12 @@ class FrontDoor(Protocol):
     def name(self) -> str: ...
 
     @property
+    def key_header(self) -> str | None:
+        """A header of its wire that may carry the API key instead of ``Authorization:
+        Bearer`` (accepted on this door's paths only), or None."""
+        ...
+
+    @property
     def request_id_header(self) -> str | None:
         """A header of its wire that carries the request id too (``X-Request-Id`` is on
         every answer already), or None."""

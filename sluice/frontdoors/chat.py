@@ -57,6 +57,7 @@ class ChatStreamEncoder:
 
 class ChatCompletionsDoor:
     name = "chat"
+    key_header = None
     request_id_header = None
     stream_headers = SSE_HEADERS
     keepalive = KEEPALIVE_COMMENT

@@ -234,7 +234,9 @@ class Gateway:
         try:
             endpoint, needs_key = self._endpoint(request)
             if needs_key:
-                call.principal = await self.auth.authenticate(credentials(request.headers))
+                key_header = None if door is None else door.key_header
+                presented = credentials(request.headers, key_header)
+                call.principal = await self.auth.authenticate(presented)
             await endpoint(self, call)
         except ApiError as err:
             status = err.http_status

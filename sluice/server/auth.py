@@ -1,5 +1,5 @@
-"""Bearer-key authentication with a short-lived cache of verified keys (a key may come
-in ``Authorization: Bearer`` or in ``x-api-key``).
+"""Bearer-key authentication with a short-lived cache of verified keys (a key comes in
+``Authorization: Bearer``, or on a front door's paths in that door's key header).
 
 A header that is not exactly ``Bearer sk-sluice-<40 base62>`` is rejected without a
 lookup; a lookup is one parameterized query by digest. There is no anonymous
@@ -19,12 +19,12 @@ from sluice.storage.base import Store
 _CACHE_LIMIT = 10_000
 
 
-def credentials(headers: Mapping[str, str]) -> str | None:
-    """The key a request presents: ``Authorization``, else ``x-api-key`` (the Messages
-    wire's header) as if it were a bearer key."""
+def credentials(headers: Mapping[str, str], key_header: str | None) -> str | None:
+    """The key a request presents: ``Authorization``, else the front door's own key
+    header (``x-api-key`` on the Messages paths) as if it were a bearer key."""
     header = headers.get("authorization")
-    if header is None and "x-api-key" in headers:
-        return "Bearer " + headers["x-api-key"]
+    if header is None and key_header is not None and key_header in headers:
+        return "Bearer " + headers[key_header]
     return header
 
 

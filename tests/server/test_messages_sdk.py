@@ -272,3 +272,21 @@ async def test_a_missing_max_tokens_is_a_400_naming_it(tmp_path: Path) -> None:
         },
     }
     assert answer.headers["request-id"] == answer.headers["x-request-id"]
+
+
+async def test_x_api_key_is_a_key_on_the_messages_paths_only(tmp_path: Path) -> None:
+    async with running_gateway(tmp_path) as gw:
+        assert gw.dev_key is not None
+        header = f"x-api-key: {gw.dev_key.key}\r\n"
+        models = await exchange(gw.host, gw.port, get("/v1/models", None, extra=header))
+        chat = await exchange(
+            gw.host,
+            gw.port,
+            post(
+                "/v1/chat/completions",
+                json.dumps({"model": "sluice/demo", "messages": USER}).encode(),
+                None,
+                extra=header,
+            ),
+        )
+    assert models.status == chat.status == 401

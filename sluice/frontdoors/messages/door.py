@@ -25,7 +25,8 @@ PING_EVENT = b'event: ping\ndata: {"type":"ping"}\n\n'
 
 class MessagesDoor:
     name = "messages"
-    request_id_header = "request-id"  # where the anthropic SDKs read it
+    key_header = "x-api-key"  # what the anthropic SDKs send
+    request_id_header = "request-id"  # where they read the request id
     stream_headers = SSE_HEADERS
     keepalive = PING_EVENT
 
