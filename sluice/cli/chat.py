@@ -7,6 +7,9 @@ the loop goes back to the prompt. Nothing else needs to know about signals.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 import click
@@ -17,6 +20,31 @@ from sluice.client.sync import ChatClient
 
 PROMPT = "you> "
 REPLY = "ai> "
+HISTORY_LINES = 1000
+DEFAULT_HISTORY = "~/.sluice_chat_history"
+
+
+@contextmanager
+def line_editing(history: str) -> Iterator[None]:
+    """Line editing for the prompt (arrows, Ctrl-R…: GNU readline, where this Python has
+    it) and the lines of earlier sessions, read from ``history`` and saved back to it
+    when the chat ends (``""``: none kept)."""
+    try:
+        import readline
+    except ImportError:  # a Python built without it: a plain prompt
+        yield
+        return
+    path = Path(history).expanduser() if history else None
+    if path is not None:
+        with suppress(OSError):
+            readline.read_history_file(path)
+    readline.set_history_length(HISTORY_LINES)
+    try:
+        yield
+    finally:
+        if path is not None:
+            with suppress(OSError):
+                readline.write_history_file(path)
 
 
 @click.command("chat")
@@ -24,15 +52,33 @@ REPLY = "ai> "
 @endpoint_options
 @click.option("--system", default=None, help="A system message to open the conversation.")
 @click.option("--max-tokens", type=click.IntRange(1), default=None, help="Per answer.")
+@click.option(
+    "--history",
+    default=DEFAULT_HISTORY,
+    show_default=True,
+    help="Where the prompt's history is kept across sessions ('' keeps none).",
+)
 def chat_command(
-    *, model: str, url: str, api_key: str | None, system: str | None, max_tokens: int | None
+    *,
+    model: str,
+    url: str,
+    api_key: str | None,
+    system: str | None,
+    max_tokens: int | None,
+    history: str,
 ) -> None:
     """Chat in the terminal. Answers stream as they are written; after each, its time
-    to first token, tokens/s and cost. Ctrl-C stops an answer (the request is
-    cancelled); Ctrl-D or /exit leaves."""
-    client = ChatClient(url, resolve_api_key(api_key))
+    to first token, tokens/s and cost. The prompt edits like a shell's (arrows, Ctrl-R
+    to search earlier lines). Ctrl-C stops an answer (the request is cancelled); Ctrl-D
+    or /exit leaves."""
+    with line_editing(history):
+        _converse(ChatClient(url, resolve_api_key(api_key)), model, system, max_tokens)
+
+
+def _converse(client: ChatClient, model: str, system: str | None, max_tokens: int | None) -> None:
+    url = client.base_url
     fields: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
-    history: list[dict[str, str]] = []
+    history: list[dict[str, str]] = []  # the conversation
     if system:
         history.append({"role": "system", "content": system})
     click.echo(f"Chatting with {model} at {url}. Ctrl-C stops an answer, Ctrl-D leaves.")

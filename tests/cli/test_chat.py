@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pty
 import re
 import signal
 import sys
@@ -70,6 +71,7 @@ async def chat(tmp_path: Path, url: str, key: str) -> AsyncIterator[Chat]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "SLUICE_HOME": str(tmp_path / "client")}
     proc = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "sluice", "chat", "--url", url, "--api-key", key),
+        *("--history", str(tmp_path / "history")),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -132,3 +134,45 @@ async def test_ctrl_c_closes_the_connection_and_keeps_the_partial_answer(
         {"role": "assistant", "content": "Thinking"},
         {"role": "user", "content": "second"},
     ]
+
+
+def pty_chat(url: str, history: Path) -> tuple[int, int]:
+    """``sluice chat`` on a pseudo-terminal, as a person's shell runs it: (pid, fd)."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the chat, its terminal the pty
+        args = ["chat", "--url", url, "--api-key", "sk-any", "--history", str(history)]
+        os.execv(sys.executable, [sys.executable, "-m", "sluice", *args])
+    return pid, fd
+
+
+async def typed(fd: int, keys: bytes, until: bytes, seen: bytearray) -> None:
+    """Type ``keys`` on the terminal, then read what it shows until ``until`` appears
+    (again, after what was already ``seen``)."""
+    os.write(fd, keys)
+    start = len(seen)
+    loop = asyncio.get_running_loop()
+    while until not in seen[start:]:
+        seen += await asyncio.wait_for(loop.run_in_executor(None, os.read, fd, 4096), 10)
+
+
+async def test_the_prompt_edits_and_recalls_earlier_lines_across_sessions(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    history = tmp_path / "history"
+    # session 1 types Up (session 0's line), Left, Backspace and "!"
+    for keys in (b"first question\r", b"\x1b[A\x1b[D\x7f!\r"):
+        pid, fd = pty_chat(fake.base_url, history)
+        seen = bytearray()
+        try:
+            await typed(fd, b"", PROMPT.encode(), seen)
+            await typed(fd, keys, b"ai> ", seen)
+            await typed(fd, b"", PROMPT.encode(), seen)
+            os.write(fd, b"\x04")  # Ctrl-D leaves
+            _, status = await asyncio.get_running_loop().run_in_executor(None, os.waitpid, pid, 0)
+        finally:
+            os.close(fd)
+        assert os.waitstatus_to_exitcode(status) == 0, bytes(seen).decode(errors="replace")
+    asked = [r.json()["messages"][-1]["content"] for r in fake.requests]
+    # Up, Left, Backspace, "!": the recalled line, its next-to-last character replaced
+    assert asked == ["first question", "first questi!n"]
+    assert history.read_text().splitlines()[-2:] == ["first question", "first questi!n"]
