@@ -222,6 +222,15 @@ class StreamAccumulator:
             self._event(sse, at, out)
         return out
 
+    def _missing(self, choices: tuple[Any, ...]) -> str:
+        """What an incomplete stream lacked, as ``sluice replay`` and logs report it."""
+        finished = bool(choices) and all(c.finish_reason for c in choices)
+        if self._done:
+            return "[DONE] came before every choice had a finish_reason"
+        if finished:
+            return "the stream ended after its finish_reason, before [DONE]"
+        return "the stream ended before a finish_reason and [DONE]"
+
     def finish(self, at: float, cause: ErrorInfo | None = None) -> StreamResult:
         """End of the attempt. ``cause`` says why the connection ended, if it did
         early (reset, cancelled); a clean close before the end signals is reported as
@@ -241,11 +250,7 @@ class StreamAccumulator:
             state = "truncated" if any(c.finish_reason == "length" for c in choices) else "complete"
         else:
             state = "incomplete"
-            error = cause or ErrorInfo(
-                "connection_error",
-                "the stream ended before a finish_reason and [DONE]",
-                "stream_ended",
-            )
+            error = cause or ErrorInfo("connection_error", self._missing(choices), "stream_ended")
         return StreamResult(
             state=state,
             choices=choices,

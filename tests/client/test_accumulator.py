@@ -88,6 +88,15 @@ def test_incomplete_names_why_and_a_given_cause_wins() -> None:
     assert result.error == ErrorInfo(
         "connection_error", "the stream ended before a finish_reason and [DONE]", "stream_ended"
     )
+    finished = run(chunk(content="a"), chunk(finish="stop"))
+    assert finished.error == ErrorInfo(
+        "connection_error",
+        "the stream ended after its finish_reason, before [DONE]",
+        "stream_ended",
+    )
+    unfinished = run(chunk(content="a"), b"data: [DONE]\n\n")
+    assert unfinished.error is not None
+    assert unfinished.error.message == "[DONE] came before every choice had a finish_reason"
     acc = StreamAccumulator(0.0)
     acc.feed(chunk(content="a"), 0.0)
     cancelled = ErrorInfo("cancelled", "bye", "client_closed")

@@ -15,8 +15,9 @@ from sluice.client.replay import FAULTS, Fault, inject, replay, replay_reads
 CORPUS = Path(__file__).parent.parent / "fixtures" / "sse"
 INJECTED = ErrorInfo("upstream_error", "fault injected by the replay harness", "replay_fault")
 ENDED = ErrorInfo(
-    "connection_error", "the stream ended before a finish_reason and [DONE]", "stream_ended"
+    "connection_error", "the stream ended after its finish_reason, before [DONE]", "stream_ended"
 )
+"""What ``no-done`` leaves: every choice finished, only [DONE] missing."""
 
 
 @dataclass(frozen=True)
