@@ -1,7 +1,8 @@
 """``sluice bench``: time to first token and tokens per second, per model.
 
-Requests run one after another (one in flight), so the figures are the endpoint's
-unloaded latency and generation rate; no retries, so a failure shows as one. rich and
+By default requests run one after another (one in flight), so the figures are the
+endpoint's unloaded latency and generation rate; ``-c N`` keeps N in flight per model,
+for its latency under that load. No retries, so a failure shows as one. rich and
 matplotlib are imported inside the command: ``sluice --help`` stays quick.
 """
 
@@ -27,6 +28,8 @@ DEFAULT_URL: Final = "http://127.0.0.1:8787/v1"
 BENCH_PROMPT: Final = "In three sentences, explain why rivers meander."
 PLOT_SIZE: Final = (8.0, 5.0)  # inches, at PLOT_DPI: 800 x 500 pixels
 PLOT_DPI: Final = 100
+PLOT_MARGIN: Final = 0.15
+"""Room beyond the largest point on each axis, so every marker is drawn whole."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -67,6 +70,14 @@ def resolve_api_key(api_key: str | None) -> str | None:
 @click.option(
     "-n", "count", type=click.IntRange(1), default=10, show_default=True, help="Requests per model."
 )
+@click.option(
+    "-c",
+    "--concurrency",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Requests in flight at once, per model.",
+)
 @click.option("--max-tokens", type=click.IntRange(1), default=128, show_default=True)
 @click.option("--prompt", default=BENCH_PROMPT, help="The prompt every request sends.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
@@ -81,6 +92,7 @@ def bench_command(
     url: str,
     api_key: str | None,
     count: int,
+    concurrency: int,
     max_tokens: int,
     prompt: str,
     as_json: bool,
@@ -93,11 +105,15 @@ def bench_command(
     progress = Console(stderr=True)
     client = AsyncChatClient(url, resolve_api_key(api_key), retry=NO_RETRY)
     messages = ({"role": "user", "content": prompt},)
-    summaries = asyncio.run(
-        _measure(client, models, messages, count=count, max_tokens=max_tokens, console=progress)
-    )
+    load = _Load(count, concurrency, max_tokens)
+    summaries = asyncio.run(_measure(client, models, messages, load, progress))
     if as_json:
-        doc = {"url": url, "requests_per_model": count, "models": summaries}
+        doc = {
+            "url": url,
+            "requests_per_model": count,
+            "concurrency": concurrency,
+            "models": summaries,
+        }
         click.echo(msgspec.json.format(msgspec.json.encode(doc), indent=2))
     else:
         Console().print(_table(summaries))
@@ -115,30 +131,40 @@ def bench_command(
         raise SystemExit(1)
 
 
+class _Load(msgspec.Struct, frozen=True):
+    count: int
+    concurrency: int
+    max_tokens: int
+
+
 async def _measure(
     client: AsyncChatClient,
     models: Sequence[str],
     messages: Sequence[Any],
-    *,
-    count: int,
-    max_tokens: int,
+    load: _Load,
     console: Console,
 ) -> list[ModelSummary]:
+    """Model after model; within one, ``load.concurrency`` requests in flight."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     summaries = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, console=console) as progress:
-        task = progress.add_task("bench", total=count * len(models))
+        task = progress.add_task("bench", total=load.count * len(models))
         async with client:
             for model in models:
                 progress.update(task, description=model)
-                samples: list[Sample] = []
-                for _ in range(count):
-                    stream = client.stream(model, messages, max_tokens=max_tokens)
-                    samples.append(sample(await stream.collect()))
+                slots = asyncio.Semaphore(load.concurrency)
+
+                async def one(model: str = model, slots: asyncio.Semaphore = slots) -> Sample:
+                    async with slots:
+                        stream = client.stream(model, messages, max_tokens=load.max_tokens)
+                        measured = sample(await stream.collect())
                     progress.advance(task)
-                summaries.append(summarize(model, samples))
+                    return measured
+
+                samples = await asyncio.gather(*(one() for _ in range(load.count)))
+                summaries.append(summarize(model, list(samples)))
     return summaries
 
 
@@ -172,8 +198,13 @@ def _table(summaries: Sequence[ModelSummary]) -> Any:
 
 
 def _plot(summaries: Sequence[ModelSummary], path: Path) -> None:
-    """One scatter per model (every request), its median as a larger marker. Drawn on
-    a bare Figure with the Agg canvas: no pyplot, no display, no global backend."""
+    figure(summaries).savefig(path, format="png", dpi=PLOT_DPI)
+
+
+def figure(summaries: Sequence[ModelSummary]) -> Any:
+    """One scatter per model (every request), its median as a larger marker, on axes
+    from 0 to past the largest point, so none is clipped. Drawn on a bare Figure with
+    the Agg canvas: no pyplot, no display, no global backend."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -202,9 +233,17 @@ def _plot(summaries: Sequence[ModelSummary], path: Path) -> None:
     axes.set_xlabel("time to first token (ms)")
     axes.set_ylabel("tokens per second")
     axes.set_title("Each dot a request; diamonds: medians")
-    axes.set_xlim(left=0)
-    axes.set_ylim(bottom=0)
+    shown = [
+        (x.ttft * 1000, x.tokens_per_second)
+        for s in summaries
+        for x in s.samples
+        if x.ttft is not None and x.tokens_per_second is not None
+    ]
+    top_x = max((x for x, _ in shown), default=1.0) or 1.0
+    top_y = max((y for _, y in shown), default=1.0) or 1.0
+    axes.set_xlim(0, top_x * (1 + PLOT_MARGIN))
+    axes.set_ylim(0, top_y * (1 + PLOT_MARGIN))
     axes.grid(alpha=0.3)
     if axes.get_legend_handles_labels()[0]:
         axes.legend()
-    figure.savefig(path, format="png", dpi=PLOT_DPI)
+    return figure

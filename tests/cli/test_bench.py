@@ -12,9 +12,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from sluice.cli.bench import figure
 from sluice.cli.main import main
+from sluice.client.measure import Sample, summarize
 from sluice.server.lifecycle import RunningGateway
+from tests.support.fake_openai import chunk, text_stream
+from tests.support.fake_upstream import FakeUpstream, Reply, WaitFor
 from tests.support.gateway import running_gateway
+
+USAGE = {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -84,3 +90,43 @@ async def test_a_model_that_never_answers_fails_the_run(gateway: RunningGateway)
         line.split() for line in result.stdout.splitlines() if "/none" in line or "/demo" in line
     ]
     assert [(r[0], r[1]) for r in rows] == [("sluice/demo-fast", "1/1"), ("nobody/none", "0/1")]
+
+
+async def test_concurrency_keeps_n_requests_in_flight(fake: FakeUpstream) -> None:
+    """Every reply waits until four requests are in flight at once: only ``-c 4`` ends."""
+    release = asyncio.Event()
+    fake.default = Reply.stream(
+        chunk(role="assistant", content=""), WaitFor(release), *text_stream("ok", usage=USAGE)[1:]
+    )
+
+    async def open_when_four() -> None:
+        while len(fake.requests) < 4:
+            await asyncio.sleep(0.01)
+        release.set()
+
+    watcher = asyncio.ensure_future(open_when_four())
+    argv = [
+        "bench",
+        "m",
+        "--url",
+        fake.base_url,
+        "--api-key",
+        "sk-x",
+        "-n",
+        "4",
+        "-c",
+        "4",
+        "--json",
+    ]
+    result = await asyncio.wait_for(asyncio.to_thread(CliRunner().invoke, main, argv), 20)
+    await watcher
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert (doc["concurrency"], doc["models"][0]["ok"]) == (4, 4)
+
+
+def test_a_plot_of_one_request_draws_it_whole() -> None:
+    only = Sample("complete", ttft=0.25, tokens_per_second=40.0, cost=None)
+    axes = figure([summarize("m", [only])]).axes[0]
+    assert axes.get_xlim()[1] > 250 * 1.1 and axes.get_ylim()[1] > 40 * 1.1
+    assert axes.get_xlim()[0] == axes.get_ylim()[0] == 0
