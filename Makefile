@@ -3,15 +3,24 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+SERVER := $(VENV)/.server-stamp
 
 .PHONY: serve test lint typecheck unit deps services bench resilience clean
 
+# `make test`: the gateway, its extras and the dev tools
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	touch $(STAMP)
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[dev]'
+	touch $(STAMP) $(SERVER)
 
-serve: $(STAMP)
+# `make serve`: the gateway only (pip shows its progress: a newcomer sees it work)
+$(SERVER): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing the gateway into $(VENV) (pip install -e '.[server]')"
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[server]'
+	touch $(SERVER)
+
+serve: $(SERVER)
 	$(BIN)/sluice serve $(ARGS)
 
 test: $(STAMP) deps services lint typecheck unit

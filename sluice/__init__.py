@@ -1,3 +1,3 @@
 """Sluice: an OpenAI-compatible LLM gateway whose core is streaming."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

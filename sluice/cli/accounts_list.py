@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from sluice.accounts.policy import allowance_doc
-from sluice.cli.admin import config_option, home_option
+from sluice.cli.admin import accounts, config_option, home_option
 from sluice.cli.output import print_table
 from sluice.cli.state import run_on_store
 from sluice.core.money import NANO_PER_USD, usd_from_nano
@@ -87,3 +87,10 @@ def accounts_list(as_json: bool, config_path: Path | None, home: str | None) -> 
         click.echo("no accounts yet: `sluice accounts create NAME --credits USD`")
     else:
         print_table(_table(accounts))
+
+
+def accounts_group() -> click.Group:
+    """``sluice accounts`` with its ``list`` subcommand (defined here, beside the group's
+    other subcommands in :mod:`sluice.cli.admin`)."""
+    accounts.add_command(accounts_list)
+    return accounts

@@ -9,6 +9,7 @@ matplotlib are imported inside the command: ``sluice --help`` stays quick.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -102,6 +103,8 @@ def bench_command(
     (p50, p90) and cost per request (when the server reports it, as Sluice does)."""
     from rich.console import Console
 
+    if plot is not None and importlib.util.find_spec("matplotlib") is None:
+        raise click.UsageError("--plot needs the plot extra: pip install 'sluice[plot]'")
     progress = Console(stderr=True)
     client = AsyncChatClient(url, resolve_api_key(api_key), retry=NO_RETRY)
     messages = ({"role": "user", "content": prompt},)

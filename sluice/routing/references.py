@@ -1,9 +1,11 @@
 """Names one part of the config gives another, checked when it is loaded: a gateway (or
 a reload) refuses a file in which something names a connection, model or route that
-does not exist, saying what names it, where, and what exists."""
+does not exist, saying what names it, where, and what exists; and one whose AWS-signed
+connections this install cannot sign (the ``aws`` extra is missing)."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 
 from sluice.config import GuardrailConfig, ModelConfig, RouteConfig
@@ -31,6 +33,7 @@ def check_references(
                     f'[[models]] "{model.id}": providers names "{name}", which is neither '
                     f"a connection (known: {', '.join(ids) or 'none'}) nor a provider kind"
                 )
+    _check_signing(connections)
     slugs = {route.name for route in routes} | {m.id for m in catalog}
     for rule in guardrails:
         for slug in rule.applies_to.routes or ():
@@ -39,3 +42,17 @@ def check_references(
                     f'[[guardrails]] "{rule.name}": applies_to.routes names "{slug}", '
                     "which is neither a route nor a model"
                 )
+
+
+def _check_signing(connections: Sequence[ConnectionSettings]) -> None:
+    """A connection signed for AWS (no API key) needs botocore, the ``aws`` extra."""
+    signed = [
+        c.id
+        for c in connections
+        if any(s.kind == c.provider and s.needs_region for s in PROVIDERS) and c.api_key is None
+    ]
+    if signed and importlib.util.find_spec("botocore") is None:
+        raise ConfigError(
+            f"connection {signed[0]!r} signs its requests for AWS, which needs the aws "
+            "extra: pip install 'sluice[aws]'"
+        )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 from yarl import URL
@@ -19,7 +19,9 @@ from yarl import URL
 from sluice.core.connection import Timeouts
 from sluice.errors import ApiError, RequestTimeoutError, ShuttingDownError, UpstreamError
 from sluice.providers.base import UpstreamRequest
-from sluice.transport.aws_sigv4 import AwsSigner
+
+if TYPE_CHECKING:
+    from sluice.transport.aws_sigv4 import AwsSigner
 from sluice.transport.guarded_resolver import guarded_connector, sized_socket_factory
 from sluice.transport.pool import SENDING, PoolConnector, SendState, TrackedRequest
 
@@ -347,7 +349,7 @@ class HttpTransport:
         headers = req.headers
         if req.aws_sigv4 is not None:
             if self._signer is None:
-                self._signer = AwsSigner(self._clock)
+                self._signer = aws_signer(self._clock)
             headers = await self._signer.sign(req, req.aws_sigv4)
         # first event and stall are enforced by the router and the response watchdog
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect)
@@ -380,3 +382,19 @@ class HttpTransport:
                 raise
             raise ShuttingDownError() from None
         return HttpResponse(resp, sent_at, timeouts.total)
+
+
+AWS_EXTRA_MISSING = (
+    "This connection signs its requests for AWS, which needs the aws extra: "
+    "pip install 'sluice[aws]' (botocore: SigV4 and the AWS credential chain)."
+)
+
+
+def aws_signer(clock: Callable[[], float]) -> AwsSigner:
+    """The SigV4 signer, imported when a connection first needs it (botocore is the
+    ``aws`` extra); without it the request fails naming the extra."""
+    try:
+        from sluice.transport.aws_sigv4 import AwsSigner
+    except ImportError:
+        raise UpstreamError(AWS_EXTRA_MISSING, code="upstream_misconfigured") from None
+    return AwsSigner(clock)

@@ -3,6 +3,9 @@ gateway at startup (and a reload) with the name and the place, never at request 
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -10,9 +13,11 @@ from click.testing import CliRunner
 
 from sluice.cli.main import main
 from sluice.config import read_config_file
+from sluice.errors import UpstreamError
 from sluice.routing.catalog import Catalog
 from sluice.routing.references import check_references
 from sluice.settings import build_settings
+from sluice.transport.http import aws_signer
 
 CONNECTION = """
 [[connections]]
@@ -79,3 +84,29 @@ def test_names_that_exist_start_it(tmp_path: Path) -> None:
     check_references(
         settings.models, catalog, settings.connections, settings.routes, settings.guardrails
     )
+
+
+def test_an_aws_signed_connection_without_the_aws_extra_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "botocore" else real(name, *a)
+    )
+    config = tmp_path / "sluice.toml"
+    config.write_text(
+        '[[connections]]\nid = "conn_b"\nprovider = "aws-bedrock"\nregion = "us-east-1"\n'
+    )
+    result = CliRunner().invoke(main, ["serve", "--config", str(config), "--home", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "connection 'conn_b' signs its requests for AWS" in result.output
+    assert "pip install 'sluice[aws]'" in result.output
+
+
+def test_signing_without_botocore_fails_the_request_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "sluice.transport.aws_sigv4", None)  # import fails
+    with pytest.raises(UpstreamError) as info:
+        aws_signer(time.monotonic)
+    assert "pip install 'sluice[aws]'" in info.value.message
