@@ -83,6 +83,12 @@ def resolve_api_key(api_key: str | None) -> str | None:
 @click.option("--prompt", default=BENCH_PROMPT, help="The prompt every request sends.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 @click.option(
+    "--csv",
+    "as_csv",
+    is_flag=True,
+    help="Print CSV, one row per model, with the endpoint's list prices beside the figures.",
+)
+@click.option(
     "--plot",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write a PNG: TTFT against tokens/s, one colour per model.",
@@ -97,6 +103,7 @@ def bench_command(
     max_tokens: int,
     prompt: str,
     as_json: bool,
+    as_csv: bool,
     plot: Path | None,
 ) -> None:
     """Measure MODEL(s): N streamed requests each, time to first token and tokens/s
@@ -110,7 +117,10 @@ def bench_command(
     messages = ({"role": "user", "content": prompt},)
     load = _Load(count, concurrency, max_tokens)
     summaries = asyncio.run(_measure(client, models, messages, load, progress))
-    if as_json:
+    if as_csv:
+        key = resolve_api_key(api_key)
+        click.echo(summary_csv(summaries, asyncio.run(list_prices(url, key))), nl=False)
+    elif as_json:
         doc = {
             "url": url,
             "requests_per_model": count,
@@ -169,6 +179,72 @@ async def _measure(
                 samples = await asyncio.gather(*(one() for _ in range(load.count)))
                 summaries.append(summarize(model, list(samples)))
     return summaries
+
+
+CSV_COLUMNS: Final = (
+    "model",
+    "requests",
+    "ok",
+    "ttft_p50_ms",
+    "ttft_p90_ms",
+    "tokens_per_second_p50",
+    "tokens_per_second_p90",
+    "cost_per_request_usd",
+    "list_input_usd_per_million",
+    "list_output_usd_per_million",
+)
+
+
+def summary_csv(summaries: Sequence[ModelSummary], prices: dict[str, tuple[float, float]]) -> str:
+    """The model-selection sheet: each model's figures beside its list price (empty
+    where the endpoint did not say one)."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for s in summaries:
+        listed = prices.get(s.model)
+        writer.writerow(
+            [
+                s.model,
+                s.requests,
+                s.ok,
+                *(_cell(None if v is None else v * 1000) for v in (s.ttft_p50, s.ttft_p90)),
+                _cell(s.tokens_per_second_p50),
+                _cell(s.tokens_per_second_p90),
+                _cell(s.cost_per_request, 9),
+                *(("", "") if listed is None else listed),
+            ]
+        )
+    return out.getvalue()
+
+
+def _cell(value: float | None, digits: int = 3) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+async def list_prices(url: str, api_key: str | None) -> dict[str, tuple[float, float]]:
+    """Model id -> list (input, output) USD per million tokens, from ``GET /models`` of
+    the endpoint (Sluice says them; others may not): empty when it cannot tell."""
+    import aiohttp
+
+    headers = {} if api_key is None else {"Authorization": f"Bearer {api_key}"}
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
+            session.get(url.rstrip("/") + "/models", headers=headers) as answer,
+        ):
+            doc = await answer.json() if answer.status == 200 else {}
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return {}
+    prices = {}
+    for entry in doc.get("data", []) if isinstance(doc, dict) else []:
+        pricing = entry.get("pricing") if isinstance(entry, dict) else None
+        if isinstance(pricing, dict) and {"input", "output"} <= pricing.keys():
+            prices[str(entry.get("id"))] = (float(pricing["input"]), float(pricing["output"]))
+    return prices
 
 
 def _ms(seconds: float | None) -> str:

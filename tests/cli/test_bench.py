@@ -4,6 +4,8 @@ it (no config: the demo connection at its default pace)."""
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import json
 import struct
 from collections.abc import AsyncIterator
@@ -19,6 +21,7 @@ from sluice.server.lifecycle import RunningGateway
 from tests.support.fake_openai import chunk, text_stream
 from tests.support.fake_upstream import FakeUpstream, Reply, WaitFor
 from tests.support.gateway import running_gateway
+from tests.support.raw_http import RawResponse, exchange, get
 
 USAGE = {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}
 
@@ -29,6 +32,11 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 async def gateway(tmp_path: Path) -> AsyncIterator[RunningGateway]:
     async with running_gateway(tmp_path / "home") as gw:
         yield gw
+
+
+async def models(gw: RunningGateway) -> RawResponse:
+    assert gw.dev_key is not None
+    return await exchange(gw.host, gw.port, get("/v1/models", gw.dev_key.key))
 
 
 async def bench(gw: RunningGateway, *args: str) -> Result:
@@ -130,3 +138,21 @@ def test_a_plot_of_one_request_draws_it_whole() -> None:
     axes = figure([summarize("m", [only])]).axes[0]
     assert axes.get_xlim()[1] > 250 * 1.1 and axes.get_ylim()[1] > 40 * 1.1
     assert axes.get_xlim()[0] == axes.get_ylim()[0] == 0
+
+
+async def test_csv_is_the_model_selection_sheet_with_list_prices(gateway: RunningGateway) -> None:
+    result = await bench(
+        gateway, "sluice/demo", "sluice/demo-fast", "-n", "3", "--max-tokens", "5", "--csv"
+    )
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert [r["model"] for r in rows] == ["sluice/demo", "sluice/demo-fast"]
+    listed = json.loads((await models(gateway)).body)["data"]
+    prices = {m["id"]: m["pricing"] for m in listed if m.get("pricing")}
+    for row in rows:
+        assert (row["requests"], row["ok"]) == ("3", "3")
+        assert 0 < float(row["ttft_p50_ms"]) <= float(row["ttft_p90_ms"])
+        assert float(row["tokens_per_second_p50"]) > 0
+        assert float(row["list_input_usd_per_million"]) == prices[row["model"]]["input"]
+        assert float(row["list_output_usd_per_million"]) == prices[row["model"]]["output"]
+        assert float(row["cost_per_request_usd"]) > 0
