@@ -10,6 +10,7 @@ from pathlib import Path
 import openai
 import pytest
 from aiohttp import web
+from openai.types.chat import ChatCompletionMessageParam
 from click.testing import CliRunner
 
 from sluice.cli.main import main
@@ -18,7 +19,7 @@ from sluice.client.replay_server import Recording, ReplayServer
 
 CORPUS = Path(__file__).parent.parent / "fixtures" / "sse"
 TEXT = "Server-sent events are simple."
-USER = [{"role": "user", "content": "hi"}]
+USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture
@@ -77,7 +78,7 @@ def openai_client(server: str, fault: str) -> openai.AsyncOpenAI:
 async def read(client: openai.AsyncOpenAI) -> tuple[str, str | None]:
     text, finish = "", None
     async with client:
-        stream = await client.chat.completions.create(model="m", messages=USER, stream=True)  # type: ignore[arg-type]
+        stream = await client.chat.completions.create(model="m", messages=USER, stream=True)
         async for chunk in stream:
             if chunk.choices:
                 text += chunk.choices[0].delta.content or ""
