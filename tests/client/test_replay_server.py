@@ -10,8 +10,8 @@ from pathlib import Path
 import openai
 import pytest
 from aiohttp import web
-from openai.types.chat import ChatCompletionMessageParam
 from click.testing import CliRunner
+from openai.types.chat import ChatCompletionMessageParam
 
 from sluice.cli.main import main
 from sluice.client import AsyncChatClient, RetryPolicy, Timeouts
