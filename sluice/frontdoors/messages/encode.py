@@ -106,6 +106,19 @@ def head(identity: StreamIdentity, content: list[OutBlock], usage: Usage) -> Mes
     )
 
 
+def _text_only(delta: Delta) -> bool:
+    """A delta that only carries more text (the hot path's common case)."""
+    return (
+        isinstance(delta.content, str)
+        and bool(delta.content)
+        and delta.reasoning_content is msgspec.UNSET
+        and delta.tool_calls is msgspec.UNSET
+        and delta.refusal is msgspec.UNSET
+        and delta.reasoning_signature is msgspec.UNSET
+        and delta.redacted_reasoning is msgspec.UNSET
+    )
+
+
 def _event(name: bytes, payload: bytes) -> bytes:
     return b"event: " + name + b"\ndata: " + payload + b"\n\n"
 
@@ -132,6 +145,7 @@ class MessagesStreamEncoder:
         "_opening",
         "_started",
         "_stop_sequence",
+        "_text_prefix",
         "_tools",
         "_waiting",
     )
@@ -147,6 +161,7 @@ class MessagesStreamEncoder:
         self._held: list[_HeldCall] = []  # calls of an interleaving upstream, sent whole later
         self._finish: str | None = None
         self._stop_sequence: str | None = None
+        self._text_prefix = b""  # a text_delta event's bytes up to its text, for the open block
 
     def events(self, batch: ChunkBatch) -> bytes:
         out: list[bytes] = []
@@ -155,7 +170,11 @@ class MessagesStreamEncoder:
         for choices in batch:
             for choice in choices:
                 if choice.index == 0:
-                    self._delta(choice.delta, out)
+                    delta = choice.delta
+                    if self._kind == "text" and _text_only(delta):  # most chunks
+                        out.append(self._text_prefix + _ENCODER.encode(delta.content) + _END)
+                    else:
+                        self._delta(delta, out)
                     if choice.finish_reason is not None:
                         self._finish = choice.finish_reason
                         matched = choice.stop_sequence
@@ -177,6 +196,7 @@ class MessagesStreamEncoder:
         self._started = True
         counts = messages_usage(self._opening())
         counts.cost = counts.price_source = msgspec.UNSET  # priced at the end
+        counts.output_tokens = 0  # none is shown yet: message_delta says how many
         message = head(self._identity, [], counts)
         return _event(b"message_start", _ENCODER.encode(MessageStart(message)))
 
@@ -271,6 +291,8 @@ class MessagesStreamEncoder:
         self._index += 1
         self._kind = kind
         out.append(_START + b"%d" % self._index + block)
+        if kind == "text":
+            self._text_prefix = _DELTA + b"%d" % self._index + _TEXT
 
     def _close(self, out: list[bytes]) -> None:
         """Stop the open block; after a tool block, the calls held back follow whole."""
