@@ -15,6 +15,7 @@ import click
 from sluice import __version__
 from sluice.cli.bench import bench_command
 from sluice.cli.chat import chat_command
+from sluice.cli.record import record_command
 from sluice.cli.replay import replay_command
 
 SERVER_EXTRA = "pip install 'sluice[server]'"
@@ -86,3 +87,4 @@ def main() -> None:
 main.add_command(chat_command)
 main.add_command(bench_command)
 main.add_command(replay_command)
+main.add_command(record_command)

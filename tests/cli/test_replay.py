@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from sluice.cli.main import main
+from tests.support.gateway import running_gateway
 
 CORPUS = Path(__file__).parent.parent / "fixtures" / "sse"
 
@@ -58,3 +60,35 @@ def test_bad_arguments_are_refused_clearly(tmp_path: Path) -> None:
     assert code == 2 and "'reorder' is not one of" in out
     code, out = replay(str(tmp_path / "missing.sse"))
     assert code == 2 and "does not exist" in out
+
+
+async def test_record_saves_a_stream_that_replays_complete(tmp_path: Path) -> None:
+    async with running_gateway(tmp_path / "gw") as gw:
+        assert gw.dev_key is not None
+        out = tmp_path / "demo.sse"
+        argv = ["record", "--url", gw.base_url + "/v1", "--api-key", gw.dev_key.key, "-o", str(out)]
+        recorded = await asyncio.to_thread(CliRunner().invoke, main, argv)
+        messages = tmp_path / "demo-messages.sse"
+        argv = [*argv[:-1], str(messages), "--messages"]
+        recorded_messages = await asyncio.to_thread(CliRunner().invoke, main, argv)
+        refused = await asyncio.to_thread(
+            CliRunner().invoke,
+            main,
+            [
+                "record",
+                "--url",
+                gw.base_url + "/v1",
+                "--api-key",
+                "sk-x",
+                "-o",
+                str(tmp_path / "no.sse"),
+            ],
+        )
+    assert recorded.exit_code == 0, recorded.output
+    assert out.read_bytes().endswith(b"data: [DONE]\n\n")
+    replayed = CliRunner().invoke(main, ["replay", str(out), "--fault", "split"])
+    assert replayed.exit_code == 0 and "state:       complete" in replayed.output
+    assert recorded_messages.exit_code == 0
+    assert messages.read_bytes().startswith(b"event: message_start")
+    assert refused.exit_code == 1 and "HTTP 401" in refused.output
+    assert not (tmp_path / "no.sse").exists()
