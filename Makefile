@@ -43,8 +43,9 @@ deps:
 services:
 	@./scripts/services.sh
 
+# Sluice's figures; the peers table only where the peer kit (../shared/bench) is present
 bench: $(STAMP)
-	bench/peers.sh
+	bench/bench.sh
 
 # The resilience suite at full counts (several minutes); `make test` runs its fast tier.
 resilience: $(STAMP) services

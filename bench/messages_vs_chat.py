@@ -2,9 +2,10 @@
 
     .venv/bin/python bench/messages_vs_chat.py [--reps 20] [--duration 2] [--concs 1 16 64]
 
-Issue 13's proof, on the peer kit (``../shared/bench`` or ``--kit``/``KIT``): its fake
-upstream on core 0, ``sluice serve --config bench/sluice-bench.toml`` on core 1 (a
-temporary ``SLUICE_HOME``, the development key) and this script's own closed-loop load
+Issue 13's proof, on the peer kit (``../shared/bench`` or ``--kit``/``KIT``; without
+it, this repository's ``bench/fake_upstream.py``, the same stream): the fake upstream
+on core 0, ``sluice serve --config bench/sluice-bench.toml`` on core 1 (a temporary
+``SLUICE_HOME``, the development key) and this script's own closed-loop load
 generator on core 0, all on 127.0.0.1. Every rep runs, at each concurrency, streamed
 ``/v1/chat/completions`` and ``/v1/messages`` (same prompt, same upstream stream; their
 order swaps every rep) and the upstream itself at the first concurrency, the baseline
@@ -437,9 +438,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     upstream = Path(args.kit) / "fake_upstream.py"
-    if not upstream.is_file():
-        print(f"no peer kit: {upstream} is missing (set --kit or KIT)", file=sys.stderr)
-        return 2
+    if not upstream.is_file():  # a clone without the kit: this repository's own fake
+        print(f"no peer kit at {args.kit}: using bench/fake_upstream.py", file=sys.stderr)
+        upstream = ROOT / "bench" / "fake_upstream.py"
     began = time.monotonic()
     results = run_all(args, upstream.resolve())
     print(report(results, args.concs, args.concs[0]))
