@@ -33,29 +33,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Literal
 
 from msgspec import UNSET, UnsetType
 
 from sluice.errors import InvalidRequestError
 from sluice.providers.anthropic.request_wire import (
-    Base64Source,
-    Block,
-    DocumentBlock,
-    ImageBlock,
-    MessageParam,
     MessagesRequest,
     Metadata,
     OutputConfig,
     OutputFormat,
-    RedactedThinkingBlock,
-    TextBlock,
-    ThinkingBlock,
     ThinkingParam,
     ToolChoiceParam,
     ToolParam,
-    ToolResultBlock,
-    ToolUseBlock,
-    UrlSource,
 )
 from sluice.providers.request_parts import parse_data_url, tool_arguments_object
 from sluice.wire.chat import (
@@ -75,7 +65,21 @@ from sluice.wire.chat import (
     UserMessage,
 )
 from sluice.wire.chat import ThinkingBlock as SignedThinking
+from sluice.wire.messages import (
+    Base64Source,
+    DocumentBlock,
+    ImageBlock,
+    MessageParam,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UrlSource,
+)
+from sluice.wire.messages import ContentBlock as Block
 
+Role = Literal["user", "assistant"]
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` when the client sets none (Anthropic requires one)."""
 
@@ -127,9 +131,9 @@ class _Turns:
     __slots__ = ("_turns",)
 
     def __init__(self) -> None:
-        self._turns: list[tuple[str, list[Block], bool]] = []
+        self._turns: list[tuple[Role, list[Block], bool]] = []
 
-    def add(self, role: str, blocks: list[Block], *, plain: bool = False) -> None:
+    def add(self, role: Role, blocks: list[Block], *, plain: bool = False) -> None:
         if not blocks:
             return
         if self._turns and self._turns[-1][0] == role:

@@ -1,4 +1,5 @@
-"""Anthropic's Messages request format, encode only (what :mod:`.request` builds)."""
+"""Anthropic's Messages request format, encode only (what :mod:`.request` builds): the
+request around the content blocks, which are the Messages wire's own."""
 
 from __future__ import annotations
 
@@ -6,71 +7,7 @@ from typing import Any
 
 from msgspec import UNSET, Raw, Struct, UnsetType
 
-
-class TextBlock(Struct, tag_field="type", tag="text"):
-    text: str
-    cache_control: Raw | UnsetType = UNSET
-
-
-class Base64Source(Struct, tag_field="type", tag="base64"):
-    media_type: str
-    data: str
-
-
-class UrlSource(Struct, tag_field="type", tag="url"):
-    url: str
-
-
-class ImageBlock(Struct, tag_field="type", tag="image"):
-    source: Base64Source | UrlSource
-    cache_control: Raw | UnsetType = UNSET
-
-
-class DocumentBlock(Struct, tag_field="type", tag="document"):
-    source: Raw
-    title: str | UnsetType | None = UNSET
-    context: str | UnsetType | None = UNSET
-    citations: Raw | UnsetType = UNSET
-    cache_control: Raw | UnsetType = UNSET
-
-
-class ThinkingBlock(Struct, tag_field="type", tag="thinking"):
-    thinking: str
-    signature: str
-
-
-class RedactedThinkingBlock(Struct, tag_field="type", tag="redacted_thinking"):
-    data: str
-
-
-class ToolUseBlock(Struct, tag_field="type", tag="tool_use"):
-    id: str
-    name: str
-    input: dict[str, Any]
-    cache_control: Raw | UnsetType = UNSET
-
-
-class ToolResultBlock(Struct, tag_field="type", tag="tool_result"):
-    tool_use_id: str
-    content: str | list[TextBlock | ImageBlock] | UnsetType = UNSET
-    is_error: bool | UnsetType = UNSET
-    cache_control: Raw | UnsetType = UNSET
-
-
-Block = (
-    TextBlock
-    | ImageBlock
-    | DocumentBlock
-    | ThinkingBlock
-    | RedactedThinkingBlock
-    | ToolUseBlock
-    | ToolResultBlock
-)
-
-
-class MessageParam(Struct):
-    role: str
-    content: str | list[Block]
+from sluice.wire.messages import MessageParam, TextBlock
 
 
 class ToolParam(Struct):
