@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import urllib.request
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,6 +55,9 @@ def wheel(dist: Path) -> Path:
 
 def test_both_distributions_build_at_the_packages_version(dist: Path) -> None:
     assert wheel(dist).exists() and (dist / f"sluice-{__version__}.tar.gz").exists()
+    with zipfile.ZipFile(wheel(dist)) as shipped:
+        names = set(shipped.namelist())
+    assert {"sluice/web/toolkit.js", "sluice/routing/catalog.toml", "sluice/py.typed"} <= names
 
 
 @pytest.fixture
