@@ -33,7 +33,7 @@ WIRE_FAULTS: Final[tuple[str, ...]] = get_args(WireFault)
 SERVED_FAULTS: Final[tuple[str, ...]] = (*(f for f in FAULTS if f != "split"), *WIRE_FAULTS)
 PATHS: Final = ("/v1/chat/completions", "/v1/messages")
 STALL_SECONDS: Final = 600.0
-_HEADERS: Final = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+_HEADERS: Final = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"))
 
 
 class Recording(msgspec.Struct, frozen=True):

@@ -213,6 +213,42 @@ describe("against the replay server's faults", { skip: !REPLAY && "SLUICE_REPLAY
     const result = await replay("hiccup");
     assert.deepEqual([result.state, result.error.status, result.attempts], ["error", 400, 1]);
   });
+
+  // A plain fetch reader, no toolkit: what it sees of each fault is what the fault
+  // implies, if it looks (a [DONE], a finish_reason, an error event, its own timeout).
+  const plain = async (fault, ms = 1000) => {
+    const seen = { text: "", finish: null, done: false, error: null, failed: null };
+    try {
+      const answer = await fetch(`${REPLAY}/chat/completions`, {
+        method: "POST", body: "{}", signal: AbortSignal.timeout(ms),
+        headers: { "X-Replay-File": "text.sse", "X-Replay-Fault": fault },
+      });
+      const body = await answer.text();
+      for (const event of body.replaceAll("\r\n", "\n").split("\n\n")) {
+        const data = event.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+        if (!data) continue;
+        if (data === "[DONE]") { seen.done = true; continue; }
+        const doc = JSON.parse(data);
+        if (doc.error) { seen.error = doc.error.code; continue; }
+        for (const choice of doc.choices ?? []) {
+          seen.text += choice.delta?.content ?? "";
+          seen.finish = choice.finish_reason ?? seen.finish;
+        }
+      }
+    } catch (err) {
+      seen.failed = err.name;
+    }
+    return seen;
+  };
+
+  test("a plain fetch reader sees each fault for what it is", async () => {
+    assert.deepEqual(await plain("split"), { text: TEXT, finish: "stop", done: true, error: null, failed: null });
+    assert.deepEqual(await plain("no-done"), { text: TEXT, finish: "stop", done: false, error: null, failed: null });
+    assert.equal((await plain("length")).finish, "length");
+    assert.equal((await plain("error")).error, "replay_fault");
+    assert.equal((await plain("stall", 300)).failed, "TimeoutError");
+    assert.ok((await plain("reset")).failed !== null);
+  });
 });
 
 describe("scripted failures and retries", () => {
