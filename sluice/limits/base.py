@@ -25,4 +25,9 @@ class Limiter(Protocol):
         """Once per admitted request, however it ended: settle its tokens."""
         ...
 
+    async def check(self) -> None:
+        """Raise :class:`LimiterUnavailableError` unless the limiter can answer now (the
+        readiness probe)."""
+        ...
+
     async def close(self) -> None: ...

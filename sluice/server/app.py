@@ -136,6 +136,8 @@ class Gateway:
         # path -> method -> (endpoint, needs a key); matched on the raw path only
         self._routes: dict[str, dict[str, tuple[Endpoint, bool]]] = {
             "/health": {"GET": (endpoints.health, False)},
+            "/health/live": {"GET": (endpoints.health, False)},
+            "/health/ready": {"GET": (endpoints.ready, False)},
             "/v1/models": {"GET": (endpoints.models, True)},
             "/v1/chat/completions": {"POST": (partial(serve_door, ChatCompletionsDoor()), True)},
             "/v1/messages": {"POST": (partial(serve_door, messages), True)},

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -21,7 +23,36 @@ _ENCODER = msgspec.json.Encoder()
 
 
 async def health(gw: Gateway, call: Call) -> None:
+    """``GET /health`` and ``GET /health/live``: the process answers."""
     await call.writer.send(200, [*call.headers, JSON], b'{"status":"ok"}')
+
+
+READY_TIMEOUT = 2.0
+"""Seconds each dependency has to answer the readiness probe."""
+
+
+async def ready(gw: Gateway, call: Call) -> None:
+    """``GET /health/ready``: 200 when storage and the rate limiter answer (and a config
+    is loaded: a gateway that serves has one); else 503 naming what failed."""
+    checks = {
+        "config": "ok",
+        "storage": await _probe(gw.store.schema_version()),
+        "limits": await _probe(gw.services.limiter.check()),
+    }
+    failing = sorted(name for name, outcome in checks.items() if outcome != "ok")
+    doc = {"status": "not_ready" if failing else "ready", "checks": checks, "failing": failing}
+    await call.writer.send(503 if failing else 200, [*call.headers, JSON], _ENCODER.encode(doc))
+
+
+async def _probe(check: Awaitable[object]) -> str:
+    """``ok``, or why not: the failure's type and message (no connection string)."""
+    try:
+        await asyncio.wait_for(check, READY_TIMEOUT)
+    except TimeoutError:
+        return f"no answer within {READY_TIMEOUT:g} s"
+    except Exception as exc:  # any failure of a dependency is a reason not to be ready
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+    return "ok"
 
 
 async def models(gw: Gateway, call: Call) -> None:

@@ -59,6 +59,9 @@ class MemoryLimiter:
         now = self._now_ms()
         self._apply(lines, [self._debt(line, now) for line in lines], now)
 
+    async def check(self) -> None:
+        """In this process: always ready."""
+
     async def close(self) -> None:
         self._buckets.clear()
 

@@ -126,6 +126,12 @@ class RedisLimiter:
         if lines:
             await self._run("adjust", lines)
 
+    async def check(self) -> None:
+        try:
+            await self._client.ping()
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            raise LimiterUnavailableError("Redis does not answer") from exc
+
     async def close(self) -> None:
         await self._client.aclose()
 
