@@ -8,6 +8,7 @@ Unknown keys in the file are errors, so a typo never silently falls back to a de
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -144,6 +145,9 @@ class RouteConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     chain: list[RouteTargetConfig]
 
 
+_ORIGIN = re.compile(r"https?://[^/\s:]+(:[0-9]{1,5})?")
+
+
 class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
@@ -203,10 +207,19 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     metrics_listen: str | None = None
     """``host:port`` (IPv6 in brackets) of a second, plain-HTTP listener serving only
     ``GET /metrics``, without a key, for a scraper on a private address."""
+    cors_origins: list[str] = []
+    """Origins (``https://app.example.com``, exact) whose pages may call the gateway from
+    a browser; ``"*"`` allows any. None by default."""
 
     def __post_init__(self) -> None:
         if self.metrics_listen is not None:
             listen_address(self.metrics_listen)  # a bad one fails here, named
+        for origin in self.cors_origins:
+            if origin != "*" and not _ORIGIN.fullmatch(origin):
+                raise ValueError(
+                    f"`cors_origins` {origin!r} is not an origin (scheme://host[:port], "
+                    'no path) or "*"'
+                )
         if (self.tls_cert is None) != (self.tls_key is None):
             given, missing = (
                 ("tls_cert", "tls_key") if self.tls_key is None else ("tls_key", "tls_cert")

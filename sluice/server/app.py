@@ -35,6 +35,7 @@ from sluice.routing.catalog import Catalog
 from sluice.server import endpoints, request_list, spend_report
 from sluice.server.admin import ADMIN_PREFIX, admin
 from sluice.server.auth import Authenticator, credentials
+from sluice.server.cors import allowed_origin, cors_headers, is_preflight, preflight_headers
 from sluice.server.count_tokens import COUNT_TOKENS_PATH, count_tokens
 from sluice.server.endpoints import REQUEST_LOG_PREFIX
 from sluice.server.generation import Generation
@@ -233,7 +234,16 @@ class Gateway:
             call.headers.append((door.request_id_header, call.request_id))
         status = 200
         method = request.method  # as sent, for the log
+        origin = allowed_origin(self.settings.server.cors_origins, request.headers)
         try:
+            if origin is not None and is_preflight(method, request.headers):
+                status = 204
+                await writer.send(
+                    204, [*call.headers, *preflight_headers(origin, request.headers)], b""
+                )
+                return
+            if origin is not None:
+                call.headers.extend(cors_headers(origin))
             endpoint, needs_key = self._endpoint(request)
             if needs_key:
                 key_header = None if door is None else door.key_header

@@ -100,6 +100,7 @@ def effective(running: Settings, new: Settings) -> tuple[Settings, tuple[str, ..
             upstream_event_bytes=server.upstream_event_bytes,
             max_json_depth=server.max_json_depth,
             shutdown_grace=server.shutdown_grace,
+            cors_origins=server.cors_origins,
         ),
         limits=msgspec.structs.replace(
             running.limits,
