@@ -200,7 +200,9 @@ async def test_an_upstream_event_past_its_bound_ends_the_stream(
     assert last["error"]["code"] == "upstream_event_too_large"
     assert last["error"]["type"] == "upstream_error"
     assert b"[DONE]" not in resp.body
-    assert fake.sent_bytes < 4 * 1024 * 1024  # the gateway hung up; it did not read it all
+    # the gateway hung up before the 8 MiB were all sent (what the kernel buffers on
+    # both sides took in the meantime depends on the machine: up to several MiB)
+    assert fake.sent_bytes < 8 * 1024 * 1024
     assert account is not None and account.held == 0 and account.balance < USD
 
 
