@@ -16,6 +16,7 @@ from sluice.cli.state import load_settings
 from sluice.errors import ConfigError
 from sluice.server.app import Gateway
 from sluice.server.lifecycle import RunningGateway, start_gateway, stop_gateway
+from sluice.server.logformat import log_formatter
 from sluice.server.reload import SettingsSource
 from sluice.settings import Settings
 
@@ -92,11 +93,25 @@ def _reload(gateway: Gateway) -> None:
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     help="Sluice's log verbosity (libraries: warnings only); INFO logs one line per request.",
 )
+@click.option(
+    "--log-format",
+    default="text",
+    show_default=True,
+    type=click.Choice(["text", "json"]),
+    help="json: one JSON object per line; a request's line has its account, key prefix, "
+    "front door, model, provider, status, TTFT, duration, tokens and cost.",
+)
 def serve(
-    config_path: Path | None, host: str | None, port: int | None, home: str | None, log_level: str
+    *,
+    config_path: Path | None,
+    host: str | None,
+    port: int | None,
+    home: str | None,
+    log_level: str,
+    log_format: str,
 ) -> None:
     """Run the gateway (SQLite and the demo provider unless a config says otherwise)."""
-    configure_logging(log_level)
+    configure_logging(log_level, log_format)
     try:
         settings = load_settings(config_path, home, host=host, port=port)
         # a reload reads the same file against this environment and home again
@@ -108,15 +123,13 @@ def serve(
         raise click.ClickException(f"cannot start: {exc.strerror or exc}") from None
 
 
-def configure_logging(level: str) -> None:
+def configure_logging(level: str, kind: str = "text") -> None:
     """``level`` is Sluice's own; libraries log warnings and errors only. Their debug
     output can carry credentials (botocore logs the headers it signs, a session token
-    among them), and a gateway's log must never."""
-    logging.basicConfig(
-        level=logging.WARNING,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    among them), and a gateway's log must never. ``kind``: ``text`` or ``json``."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(log_formatter(kind))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
     logging.getLogger("sluice").setLevel(level.upper())
 
 

@@ -38,6 +38,7 @@ from sluice.limits.decision import Ticket as LimitTicket
 from sluice.limits.headers import rate_limit_headers
 from sluice.metering.charges import hold_amount, resolve_rate
 from sluice.routing.router import AttemptRecord
+from sluice.storage.base import RequestRecord
 from sluice.wire.chat import ChatRequest
 
 _log = logging.getLogger("sluice.server")
@@ -59,7 +60,16 @@ class Exchange:
     server, which sends them on errors raised before the exchange ran. ``status``: the
     HTTP status once :meth:`run` ended (499 when the client left)."""
 
-    __slots__ = ("_limit_ticket", "door", "headers", "services", "state", "status", "writer")
+    __slots__ = (
+        "_limit_ticket",
+        "door",
+        "headers",
+        "record",
+        "services",
+        "state",
+        "status",
+        "writer",
+    )
 
     def __init__(
         self,
@@ -74,6 +84,8 @@ class Exchange:
         self.headers = headers
         self.state: ExchangeState | None = None
         self.status = 200
+        self.record: RequestRecord | None = None
+        """The request-log row, once :meth:`settle` built it (the access log reads it)."""
         self._limit_ticket: LimitTicket | None = None
 
     @property
@@ -192,16 +204,15 @@ class Exchange:
                 else (served.target.model_id, served.target.connection.provider),
             )
         duration = services.clock() - state.started
-        services.log.log(
-            request_record(
-                state,
-                http_status=status,
-                duration=duration,
-                tokens=tokens,
-                charged=charged,
-                front_door=self.door.name,
-            )
+        self.record = request_record(
+            state,
+            http_status=status,
+            duration=duration,
+            tokens=tokens,
+            charged=charged,
+            front_door=self.door.name,
         )
+        services.log.log(self.record)
 
     async def _finish_limits(self, ticket: LimitTicket, total_tokens: int) -> None:
         try:

@@ -40,6 +40,7 @@ from sluice.server.count_tokens import COUNT_TOKENS_PATH, count_tokens
 from sluice.server.endpoints import REQUEST_LOG_PREFIX
 from sluice.server.generation import Generation
 from sluice.server.intake import Limits
+from sluice.server.logformat import AccessLine
 from sluice.server.message import Request, ResponseWriter
 from sluice.server.reload import RELOAD_PATH, Reloaded, Reloader, reload_endpoint
 from sluice.server.responses import connection_error
@@ -271,6 +272,7 @@ class Gateway:
             attempts = [] if call.exchange is None else call.exchange.attempts
             self.services.metrics.request(path, status, attempts)
             if _log.isEnabledFor(logging.INFO):
+                line = AccessLine(call, method, status)
                 _log.info(
                     "%s %s %s %d%s",
                     call.request_id,
@@ -278,6 +280,7 @@ class Gateway:
                     request.path,
                     status,
                     "".join(f" {a.position}:{a.connection}:{a.outcome}" for a in attempts),
+                    extra={"access": line},
                 )
 
     def _endpoint(self, request: Request) -> tuple[Endpoint, bool]:

@@ -1,0 +1,106 @@
+"""``sluice serve --log-format json``: one JSON object per log line; a request's access
+line has what an operator filters on, and never a key or a prompt."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+CANARY_PROMPT = "canary-prompt-7f3a9c"
+CANARY_KEY = "sk-canary-provider-key-00000000000000"
+CONFIG = """
+[[connections]]
+id = "conn_dead"
+provider = "openai-compatible"
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "CANARY_UPSTREAM_KEY"
+
+[[models]]
+id = "test/dead"
+providers = { conn_dead = "dead" }
+"""
+
+
+def post(url: str, key: str, model: str) -> int:
+    body = {
+        "model": model,
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": CANARY_PROMPT}],
+    }
+    request = urllib.request.Request(
+        url + "/v1/chat/completions",
+        json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=20) as answer:
+            answer.read()
+            return int(answer.status)
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+def test_json_lines_with_an_access_line_per_request(tmp_path: Path) -> None:
+    (tmp_path / "sluice.toml").write_text(CONFIG)
+    log = tmp_path / "log"
+    env = {**os.environ, "SLUICE_HOME": str(tmp_path / "home"), "CANARY_UPSTREAM_KEY": CANARY_KEY}
+    argv = [
+        sys.executable,
+        "-m",
+        "sluice",
+        "serve",
+        "--port",
+        "0",
+        "--config",
+        str(tmp_path / "sluice.toml"),
+    ]
+    with log.open("w") as sink:
+        proc = subprocess.Popen([*argv, "--log-format", "json"], stderr=sink, env=env)
+        try:
+            url = None
+            for _ in range(200):
+                found = re.search(r"listening on (http://127\.0\.0\.1:\d+)", log.read_text())
+                if found:
+                    url = found[1]
+                    break
+                time.sleep(0.05)
+            assert url is not None, log.read_text()
+            key = (tmp_path / "home" / "dev-key").read_text().strip()
+            statuses = [post(url, key, "sluice/demo"), post(url, key, "test/dead")]
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    text = log.read_text()
+    lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    access = [line for line in lines if line["logger"] == "sluice.access"]
+    assert statuses[0] == 200 and statuses[1] >= 500
+    served, failed = access
+    expected: dict[str, Any] = {
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "status": 200,
+        "front_door": "chat",
+        "model": "sluice/demo",
+        "served_model": "sluice/demo",
+        "provider": "demo",
+        "outcome": "truncated",
+    }
+    assert {k: served[k] for k in expected} == expected
+    assert served["key_prefix"] == key[: len(served["key_prefix"])] and len(
+        served["key_prefix"]
+    ) < len(key)
+    assert served["ttft_ms"] > 0 and served["completion_tokens"] > 0 and served["cost"] is not None
+    assert failed["status"] == statuses[1] and failed["outcome"] == "error" and failed["error_code"]
+    assert all({"ts", "level", "logger", "message"} <= line.keys() for line in lines)
+    logged = "\n".join(line for line in text.splitlines() if line.startswith("{"))
+    # (the banner before the log prints the new development key once, by design)
+    for secret in (CANARY_PROMPT, CANARY_KEY, key):
+        assert secret not in logged
