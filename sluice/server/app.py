@@ -13,6 +13,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
 
+import msgspec
+
 from sluice.accounts.vault import Vault
 from sluice.core.principal import Principal
 from sluice.errors import (
@@ -42,6 +44,7 @@ from sluice.server.generation import Generation
 from sluice.server.intake import Limits
 from sluice.server.logformat import AccessLine
 from sluice.server.message import Request, ResponseWriter
+from sluice.server.openapi import OPENAPI_PATH, openapi_document
 from sluice.server.reload import RELOAD_PATH, Reloaded, Reloader, reload_endpoint
 from sluice.server.responses import connection_error
 from sluice.settings import Settings
@@ -135,11 +138,13 @@ class Gateway:
             store, dev_key_enabled=self.settings.server.dev_key, clock=clock, wall_clock=wall_clock
         )
         messages = MessagesDoor()
+        self._openapi = msgspec.json.encode(openapi_document())
         # path -> method -> (endpoint, needs a key); matched on the raw path only
         self._routes: dict[str, dict[str, tuple[Endpoint, bool]]] = {
             "/health": {"GET": (endpoints.health, False)},
             "/health/live": {"GET": (endpoints.health, False)},
             "/health/ready": {"GET": (endpoints.ready, False)},
+            OPENAPI_PATH: {"GET": (partial(endpoints.document, self._openapi), False)},
             "/v1/models": {"GET": (endpoints.models, True)},
             "/v1/chat/completions": {"POST": (partial(serve_door, ChatCompletionsDoor()), True)},
             "/v1/messages": {"POST": (partial(serve_door, messages), True)},

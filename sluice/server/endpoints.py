@@ -55,6 +55,11 @@ async def _probe(check: Awaitable[object]) -> str:
     return "ok"
 
 
+async def document(body: bytes, gw: Gateway, call: Call) -> None:
+    """A fixed JSON document (``/openapi.json``), public."""
+    await call.writer.send(200, [*call.headers, JSON], body)
+
+
 async def models(gw: Gateway, call: Call) -> None:
     await call.writer.send(200, [*call.headers, JSON], gw.models_body)
 

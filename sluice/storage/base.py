@@ -15,7 +15,7 @@ SQL. The invariants a backend keeps, under concurrency and across processes:
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -156,7 +156,7 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     route_name: str | None = None
     provider: str | None = None
     connection: str | None = None
-    attempts: list[dict[str, object]] = []
+    attempts: list[dict[str, Any]] = []
     status: str = "error"
     finish_reason: str | None = None
     stream: bool = False
@@ -176,11 +176,11 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     error_type: str | None = None
     error_code: str | None = None
     error_message: str | None = None
-    tool_calls: list[dict[str, object]] = []
+    tool_calls: list[dict[str, Any]] = []
     disconnect: str | None = None
     guardrails: list[dict[str, str]] = []
     """What guardrails did: ``{name, stage, action, outcome}`` each, never matched text."""
-    repairs: list[dict[str, object]] = []
+    repairs: list[dict[str, Any]] = []
     """What the gateway changed in what the upstream sent: a dropped choice, a renumbered
     tool call (``{kind, choice, upstream_index, index}``)."""
 
