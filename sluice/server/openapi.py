@@ -42,7 +42,7 @@ class Endpoint(msgspec.Struct, frozen=True):
 
 
 ENDPOINTS: Final = (
-    Endpoint("/v1/chat/completions", "post", "A chat completion, streamed or whole (the chat-completions wire)",
+    Endpoint("/v1/chat/completions", "post", "A chat completion, streamed or whole",
              ChatRequest, ChatCompletion, ChatCompletionChunk),
     Endpoint("/v1/messages", "post", "A message, streamed or whole (the Messages wire)",
              MessagesRequest, Message, MessageStart),
