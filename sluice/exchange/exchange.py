@@ -104,6 +104,7 @@ class Exchange:
         state = self.state = ExchangeState(
             req, principal, request_id=request_id, created=created, started=started
         )
+        self.services.tasks.running(request_id, self._live_record)
         status = 200
         try:
             output = await self._admit(state)
@@ -213,6 +214,23 @@ class Exchange:
             front_door=self.door.name,
         )
         services.log.log(self.record)
+        services.tasks.finished(state.request_id)
+
+    def _live_record(self) -> RequestRecord:
+        """The request-log row so far, for ``GET /v1/requests/{id}`` while it runs."""
+        state, services = self.state, self.services
+        assert state is not None
+        tokens = state.tokens()
+        record = request_record(
+            state,
+            http_status=0,
+            duration=services.clock() - state.started,
+            tokens=tokens,
+            charged=state.charge(tokens),
+            front_door=self.door.name,
+        )
+        record.status = "in_progress"
+        return record
 
     async def _finish_limits(self, ticket: LimitTicket, total_tokens: int) -> None:
         try:

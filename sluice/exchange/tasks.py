@@ -1,6 +1,7 @@
 """Work that outlives a request's response: drains (a stream read on after its client
-left, ``on_disconnect = "drain"``) and settling rate-limit tokens. Owned by the
-gateway; closed with it."""
+left, ``on_disconnect = "drain"``) and settling rate-limit tokens; and the requests
+running now, whose request-log row can be read while they run. Owned by the gateway
+(shared by every configuration a reload swaps in); closed with it."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from sluice.storage.base import RequestRecord
+
 _log = logging.getLogger("sluice.server")
 
 
 class Tasks:
-    __slots__ = ("_background", "_clock", "_drains", "_hold_ttl", "_may_drain")
+    __slots__ = ("_background", "_clock", "_drains", "_hold_ttl", "_may_drain", "_running")
 
     def __init__(self, clock: Callable[[], float], hold_ttl: float) -> None:
         self._clock = clock
@@ -21,6 +24,19 @@ class Tasks:
         self._background: set[asyncio.Task[None]] = set()
         self._drains: set[asyncio.Task[None]] = set()
         self._may_drain = True
+        self._running: dict[str, Callable[[], RequestRecord]] = {}
+
+    def running(self, request_id: str, snapshot: Callable[[], RequestRecord]) -> None:
+        """A request started: ``snapshot()`` gives its row as it stands."""
+        self._running[request_id] = snapshot
+
+    def finished(self, request_id: str) -> None:
+        self._running.pop(request_id, None)
+
+    def live(self, request_id: str) -> RequestRecord | None:
+        """The row of a request still running (its ``status`` ``in_progress``), if it is."""
+        snapshot = self._running.get(request_id)
+        return None if snapshot is None else snapshot()
 
     def background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)

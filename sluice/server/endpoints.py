@@ -89,13 +89,18 @@ async def _is_api_key(gw: Gateway, header: str | None) -> bool:
 
 async def request_log(gw: Gateway, call: Call) -> None:
     """``GET /v1/requests/{id}``: the caller's own requests only; the ownership check is
-    part of the query, so another account's id is indistinguishable from a missing one."""
+    part of the query, so another account's id is indistinguishable from a missing one.
+    A request still running answers with its row so far (``status: in_progress``)."""
     assert call.principal is not None
     request_id = call.request.path[len(REQUEST_LOG_PREFIX) :]
     record = None
     if _REQUEST_ID.fullmatch(request_id):
+        account_id = call.principal.account_id
         await gw.writer.flush_pending(request_id)
-        record = await gw.store.get_request(request_id, call.principal.account_id)
+        record = await gw.store.get_request(request_id, account_id)
+        if record is None:  # still running: its row as it stands
+            live = gw.services.tasks.live(request_id)
+            record = live if live is not None and live.account_id == account_id else None
     if record is None:
         raise NotFoundError(
             f"No request '{request_id}' for this account.", code="request_not_found"
