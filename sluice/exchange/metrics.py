@@ -1,8 +1,10 @@
 """Prometheus metrics for one gateway (``GET /metrics``), in a registry of its own.
 
-Counted per request, never per chunk. Breaker states are read when scraped. Any
-key may read them, so accounts' own connections are one label, ``account-owned``:
-their ids are theirs (and unbounded in number).
+Counted per request, never per chunk. Breaker states are read when scraped. Only
+operators read them (the admin key, or ``metrics_listen``); still, accounts' own
+connections are one label, ``account-owned``: their ids are theirs and unbounded in
+number. Models are labelled by the model that served (catalog ids), never by what a
+client asked for.
 """
 
 from __future__ import annotations
@@ -17,9 +19,18 @@ from prometheus_client.registry import Collector
 
 from sluice.routing.breaker import Breaker, State
 from sluice.routing.router import AttemptRecord
+from sluice.storage.base import RequestRecord
 
 _STATE_VALUE = MappingProxyType({State.CLOSED: 0.0, State.HALF_OPEN: 1.0, State.OPEN: 2.0})
 _TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+_REFUSALS = MappingProxyType(
+    {
+        "rate_limit_error": "rate_limit",
+        "budget_exceeded": "budget",
+        "guardrail_error": "guardrail",
+        "permission_error": "permission",
+    }
+)
 ACCOUNT_OWNED = "account-owned"
 
 
@@ -71,6 +82,40 @@ class _Families:
             buckets=_TTFT_BUCKETS,
             registry=self.registry,
         )
+        served = ["front_door", "model", "provider", "connection"]
+        self.answered = Counter(
+            "sluice_model_requests",
+            "Requests that ran, by front door, the model that served them (none: no model "
+            "served), its provider and connection, and outcome.",
+            [*served, "outcome"],
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "sluice_request_duration_seconds",
+            "From a request's arrival to its end, by what served it.",
+            served,
+            buckets=_TTFT_BUCKETS,
+            registry=self.registry,
+        )
+        self.tokens = Counter(
+            "sluice_tokens",
+            "Tokens by model and kind (prompt, completion, cached: part of prompt).",
+            ["model", "kind"],
+            registry=self.registry,
+        )
+        self.cost = Counter(
+            "sluice_cost_usd",
+            "What the requests cost, by model.",
+            ["model"],
+            registry=self.registry,
+        )
+        self.refused = Counter(
+            "sluice_refusals",
+            "Requests refused before any upstream call, by reason (rate_limit, budget, "
+            "guardrail, permission).",
+            ["reason"],
+            registry=self.registry,
+        )
 
 
 class Metrics:
@@ -100,6 +145,30 @@ class Metrics:
             conn = attempt.connection
             label = conn if conn in self._operators else ACCOUNT_OWNED
             families.attempts.labels(label, attempt.outcome).inc()
+
+    def ran(self, record: RequestRecord) -> None:
+        """A request that went through an exchange: what served it, its tokens, its cost,
+        or why it was refused. Labels are bounded: models served (from the catalog),
+        provider kinds, operators' connection ids."""
+        families = self._families
+        model = record.served_model or "none"
+        conn = record.connection or "none"
+        connection = conn if conn in self._operators or conn == "none" else ACCOUNT_OWNED
+        served = (record.front_door, model, record.provider or "none", connection)
+        families.answered.labels(*served, record.status).inc()
+        families.duration.labels(*served).observe(record.duration_ms / 1000)
+        for kind, count in (
+            ("prompt", record.prompt_tokens),
+            ("completion", record.completion_tokens),
+            ("cached", record.cached_tokens),
+        ):
+            if count:
+                families.tokens.labels(model, kind).inc(count)
+        if record.cost:
+            families.cost.labels(model).inc(record.cost)
+        reason = _REFUSALS.get(record.error_type or "")
+        if reason is not None and not record.attempts:
+            families.refused.labels(reason).inc()
 
     def first_token(self, seconds: float) -> None:
         self._families.ttft.observe(seconds)
