@@ -9,6 +9,7 @@ In-process upstreams (:class:`~sluice.providers.base.LocalUpstream`) are run by
 from __future__ import annotations
 
 import asyncio
+import logging
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -30,6 +31,8 @@ _READ_BUFFER_BYTES = 64 * 1024
 hands over at most this much (what one translation and one write then hold)."""
 _WHOLE_BODY_BYTES = 1024 * 1024
 """aiohttp warns about request bodies larger than this (see :func:`_payload`)."""
+
+_upstream_log = logging.getLogger("sluice.upstream")
 
 
 class UpstreamResponse(Protocol):
@@ -79,6 +82,21 @@ class RequestNotSentError(UpstreamError):
             "The provider closed a reused connection before the request was sent.",
             code="upstream_connection_closed",
         )
+
+
+def log_failure(url: str, exc: BaseException) -> None:
+    """An upstream that could not be reached or answered, for the operator: its host and
+    port and the reason (errno, TLS, timeout), never the URL's path or query (a key may
+    ride there) nor a header."""
+    parsed = URL(url, encoded=True)
+    os_error = getattr(exc, "os_error", None)
+    if isinstance(os_error, OSError):
+        reason = f"{type(os_error).__name__} errno {os_error.errno}: {os_error.strerror}"
+    elif isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
+        reason = "no answer in time"
+    else:  # the type alone: some messages quote the whole URL
+        reason = type(exc).__name__
+    _upstream_log.warning("upstream %s:%s failed: %s", parsed.host, parsed.port, reason)
 
 
 def map_client_error(exc: BaseException, connecting: bool) -> ApiError:
@@ -374,8 +392,10 @@ class HttpTransport:
                 and not isinstance(exc, aiohttp.ClientConnectorError)
             ):
                 raise RequestNotSentError() from None
+            log_failure(req.url, exc)
             raise map_client_error(exc, connecting=True) from None
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            log_failure(req.url, exc)
             raise map_client_error(exc, connecting=True) from None
         except RuntimeError:  # aiohttp: "Session is closed"
             if not session.closed:

@@ -4,6 +4,7 @@ line has what an operator filters on, and never a key or a prompt."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -13,6 +14,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from tests.support.gateway import running_gateway
+from tests.support.raw_http import exchange
+from tests.support.raw_http import post as raw_post
 
 CANARY_PROMPT = "canary-prompt-7f3a9c"
 CANARY_KEY = "sk-canary-provider-key-00000000000000"
@@ -104,3 +111,25 @@ def test_json_lines_with_an_access_line_per_request(tmp_path: Path) -> None:
     # (the banner before the log prints the new development key once, by design)
     for secret in (CANARY_PROMPT, CANARY_KEY, key):
         assert secret not in logged
+
+
+async def test_an_unreachable_upstream_is_logged_with_its_host_port_and_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "sluice.upstream")
+    config = CONFIG.replace(
+        'provider = "openai-compatible"',
+        'provider = "openai-compatible"\ntimeouts = { connect = 2 }',
+    )
+    async with running_gateway(tmp_path, config, env={"CANARY_UPSTREAM_KEY": CANARY_KEY}) as gw:
+        assert gw.dev_key is not None
+        body = json.dumps(
+            {"model": "test/dead", "messages": [{"role": "user", "content": CANARY_PROMPT}]}
+        )
+        answer = await exchange(
+            gw.host, gw.port, raw_post("/v1/chat/completions", body.encode(), gw.dev_key.key)
+        )
+    lines = [r.getMessage() for r in caplog.records if r.name == "sluice.upstream"]
+    assert answer.status >= 500
+    assert any("upstream 127.0.0.1:9 failed: " in line and "errno" in line for line in lines), lines
+    assert all(CANARY_KEY not in line and CANARY_PROMPT not in line for line in lines)
