@@ -28,12 +28,8 @@ from sluice.routing.breaker import Breaker
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.policy import weighted_order
 from sluice.routing.upstream import UpstreamStream
-from sluice.transport.http import (
-    HttpTransport,
-    RequestNotSentError,
-    UpstreamResponse,
-    deadline_error,
-)
+from sluice.transport.failures import RequestNotSentError, deadline_error
+from sluice.transport.http import HttpTransport, UpstreamResponse
 from sluice.wire.chat import ChatRequest
 
 _T = TypeVar("_T")

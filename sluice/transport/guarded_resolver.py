@@ -13,7 +13,7 @@ Connect time, on a connector from :func:`guarded_connector`:
   which also covers IP literals (aiohttp does not send those through the resolver).
 
 A refusal is a :class:`DeniedAddressError` (an ``OSError``); aiohttp wraps it in a
-``ClientConnectorError``, which :func:`sluice.transport.http.map_client_error` turns into
+``ClientConnectorError``, which :func:`sluice.transport.failures.map_client_error` turns into
 ``upstream_error`` / ``upstream_connect_failed``. Redirects are never followed by the
 transport, so no other address can be reached through a ``Location`` header.
 """

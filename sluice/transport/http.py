@@ -9,7 +9,6 @@ In-process upstreams (:class:`~sluice.providers.base.LocalUpstream`) are run by
 from __future__ import annotations
 
 import asyncio
-import logging
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,8 +17,14 @@ import aiohttp
 from yarl import URL
 
 from sluice.core.connection import Timeouts
-from sluice.errors import ApiError, RequestTimeoutError, ShuttingDownError, UpstreamError
+from sluice.errors import RequestTimeoutError, ShuttingDownError, UpstreamError
 from sluice.providers.base import UpstreamRequest
+from sluice.transport.failures import (
+    RequestNotSentError,
+    deadline_error,
+    log_failure,
+    map_client_error,
+)
 
 if TYPE_CHECKING:
     from sluice.transport.aws_sigv4 import AwsSigner
@@ -31,8 +36,6 @@ _READ_BUFFER_BYTES = 64 * 1024
 hands over at most this much (what one translation and one write then hold)."""
 _WHOLE_BODY_BYTES = 1024 * 1024
 """aiohttp warns about request bodies larger than this (see :func:`_payload`)."""
-
-_upstream_log = logging.getLogger("sluice.upstream")
 
 
 class UpstreamResponse(Protocol):
@@ -71,67 +74,6 @@ def _payload(body: bytes) -> bytes | aiohttp.BytesPayload:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
         return aiohttp.BytesPayload(body)
-
-
-class RequestNotSentError(UpstreamError):
-    """A reused connection failed before the whole request was written: the upstream
-    cannot have acted on it, so it may go out once more on a fresh connection."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "The provider closed a reused connection before the request was sent.",
-            code="upstream_connection_closed",
-        )
-
-
-def log_failure(url: str, exc: BaseException) -> None:
-    """An upstream that could not be reached or answered, for the operator: its host and
-    port and the reason (errno, TLS, timeout), never the URL's path or query (a key may
-    ride there) nor a header."""
-    parsed = URL(url, encoded=True)
-    os_error = getattr(exc, "os_error", None)
-    if isinstance(os_error, OSError):
-        reason = f"{type(os_error).__name__} errno {os_error.errno}: {os_error.strerror}"
-    elif isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
-        reason = "no answer in time"
-    else:  # the type alone: some messages quote the whole URL
-        reason = type(exc).__name__
-    _upstream_log.warning("upstream %s:%s failed: %s", parsed.host, parsed.port, reason)
-
-
-def map_client_error(exc: BaseException, connecting: bool) -> ApiError:
-    """aiohttp and socket failures, in our terms. ``connecting``: before the response head."""
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return RequestTimeoutError(
-            "Timed out connecting to the provider.",
-            code="upstream_connect_timeout",
-            http_status=504,
-        )
-    if isinstance(exc, asyncio.TimeoutError):
-        if connecting:
-            return RequestTimeoutError(
-                "The provider did not answer in time.", code="upstream_timeout", http_status=504
-            )
-        return RequestTimeoutError(
-            "The provider stopped sending data.", code="stream_stalled", http_status=504
-        )
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return UpstreamError("Could not connect to the provider.", code="upstream_connect_failed")
-    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
-        return UpstreamError(
-            "The response stream ended before it completed.", code="upstream_disconnected"
-        )
-    return UpstreamError(
-        f"The provider request failed ({type(exc).__name__}).", code="upstream_transport_error"
-    )
-
-
-def deadline_error(total: float) -> RequestTimeoutError:
-    return RequestTimeoutError(
-        f"The provider did not finish within {total:g} s.",
-        code="deadline_exceeded",
-        http_status=504,
-    )
 
 
 class HttpResponse:

@@ -16,7 +16,7 @@ from sluice.errors import ApiError, ServiceUnavailableError, UpstreamError
 from sluice.routing.breaker import State
 from sluice.routing.catalog import CatalogModel
 from sluice.routing.router import AttemptRecord, InFlight, first_event_timeout
-from sluice.transport.http import RequestNotSentError
+from sluice.transport.failures import RequestNotSentError
 from tests.support.fake_openai import completion
 from tests.support.fake_transport import (
     Answer,

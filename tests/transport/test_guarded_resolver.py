@@ -10,6 +10,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from sluice.errors import InvalidRequestError
 from sluice.transport.address_policy import CODE_DENIED, CODE_INVALID, UpstreamHost, article
+from sluice.transport.failures import map_client_error
 from sluice.transport.guarded_resolver import (
     DeniedAddressError,
     GuardedResolver,
@@ -19,7 +20,6 @@ from sluice.transport.guarded_resolver import (
     resolver_lookup,
     system_resolve,
 )
-from sluice.transport.http import map_client_error
 from tests.support.fake_upstream import FakeUpstream, Reply
 
 

@@ -13,7 +13,8 @@ import pytest
 from sluice.core.connection import Timeouts
 from sluice.errors import UpstreamError
 from sluice.providers.base import UpstreamRequest
-from sluice.transport.http import HttpTransport, RequestNotSentError
+from sluice.transport.failures import RequestNotSentError
+from sluice.transport.http import HttpTransport
 
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 
