@@ -23,6 +23,7 @@ from sluice.storage.base import RequestRecord
 
 _STATE_VALUE = MappingProxyType({State.CLOSED: 0.0, State.HALF_OPEN: 1.0, State.OPEN: 2.0})
 _TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+_RATE_BUCKETS = (1.0, 5.0, 10.0, 20.0, 40.0, 60.0, 100.0, 150.0, 250.0, 500.0, 1000.0)
 _REFUSALS = MappingProxyType(
     {
         "rate_limit_error": "rate_limit",
@@ -97,6 +98,20 @@ class _Families:
             buckets=_TTFT_BUCKETS,
             registry=self.registry,
         )
+        self.served_ttft = Histogram(
+            "sluice_served_time_to_first_token_seconds",
+            "Time to first token of the requests that got one, by what served them.",
+            served,
+            buckets=_TTFT_BUCKETS,
+            registry=self.registry,
+        )
+        self.rate = Histogram(
+            "sluice_tokens_per_second",
+            "Streamed completion tokens per second after the first, by what served them.",
+            served,
+            buckets=_RATE_BUCKETS,
+            registry=self.registry,
+        )
         self.tokens = Counter(
             "sluice_tokens",
             "Tokens by model and kind (prompt, completion, cached: part of prompt).",
@@ -157,6 +172,10 @@ class Metrics:
         served = (record.front_door, model, record.provider or "none", connection)
         families.answered.labels(*served, record.status).inc()
         families.duration.labels(*served).observe(record.duration_ms / 1000)
+        if record.ttft_ms is not None and record.served_model is not None:
+            families.served_ttft.labels(*served).observe(record.ttft_ms / 1000)
+        if record.tokens_per_second is not None:
+            families.rate.labels(*served).observe(record.tokens_per_second)
         for kind, count in (
             ("prompt", record.prompt_tokens),
             ("completion", record.completion_tokens),

@@ -67,3 +67,7 @@ async def test_the_counters_equal_the_mix(tmp_path: Path) -> None:
     assert found["sluice_refusals_total", (("reason", "budget"),)] == 1
     chat_count = tuple(sorted((*demo, ("front_door", "chat"))))
     assert found["sluice_request_duration_seconds_count", chat_count] == 2
+    assert found["sluice_served_time_to_first_token_seconds_count", chat_count] == 2
+    streamed_rates = sum(1 for r in rows if r["tokens_per_second"] is not None)
+    rates = sum(v for (name, _), v in found.items() if name == "sluice_tokens_per_second_count")
+    assert rates == streamed_rates == 1  # only the streamed answer has a rate
