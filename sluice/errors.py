@@ -27,7 +27,7 @@ class NoDatabaseError(ConfigError):
 
 
 class ApiError(SluiceError):
-    """An error with a place on the wire (SPEC §3)."""
+    """An error with a place on the wire (docs/api.md#errors)."""
 
     status: ClassVar[int] = 500
     type: ClassVar[str] = "server_error"

@@ -2,7 +2,7 @@
 first upstream event.
 
 Proxies with ~100 s idle limits would otherwise cut a long prefill. The first comment
-commits the 200 and the SSE head; failover stays possible after it (SPEC §2), and if
+commits the 200 and the SSE head; failover stays possible after it (docs/api.md#the-stream), and if
 every target then fails the client gets the error event instead of an HTTP error.
 """
 

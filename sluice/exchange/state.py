@@ -3,8 +3,8 @@ it ends.
 
 At the end (complete, truncated, error, stall, cancelled) it yields the charge and the
 request-log row (:mod:`.record`): provider-reported usage when there is some, else an
-estimate from what was streamed (SPEC §5: only tokens already produced are charged
-after a cancel).
+estimate from what was streamed (docs/api.md#credits-and-cancellation: only tokens
+already produced are charged after a cancel).
 """
 
 from __future__ import annotations
@@ -118,7 +118,8 @@ class ExchangeState:
 
         A stream cut short may carry the provider's counts from its start (Anthropic
         reports one output token in ``message_start``): then what was streamed decides,
-        whichever is more (SPEC §5: the tokens already produced are charged)."""
+        whichever is more (docs/api.md#credits-and-cancellation: the tokens already
+        produced are charged)."""
         if self.attempt is None:
             return None
         if self.translator is not None:

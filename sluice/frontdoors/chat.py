@@ -1,4 +1,5 @@
-"""``POST /v1/chat/completions`` (SPEC.md): the OpenAI chat wire, decoded and encoded.
+"""``POST /v1/chat/completions``: the OpenAI chat wire, decoded and encoded
+(docs/api.md#chat-completions).
 
 The request body is our internal request already, so decoding is the typed decode plus
 the refusal of per-request overrides. The stream is SSE: one ``data:`` event per chunk,

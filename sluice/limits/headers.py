@@ -1,4 +1,5 @@
-"""``X-RateLimit-*`` response headers from a decision (SPEC §7), as OpenAI sends them.
+"""``X-RateLimit-*`` response headers from a decision, as OpenAI sends them
+(docs/api.md#rate-limits).
 
 A dimension (requests, tokens) with no configured limit sends none of its three
 headers. Resets are durations in Go's ``time.Duration`` notation, which OpenAI uses and

@@ -1,4 +1,5 @@
-"""Credit holds before the upstream call, settlement after it (SPEC §5).
+"""Credit holds before the upstream call, settlement after it
+(docs/api.md#credits-and-cancellation).
 
 The hold is the one storage round trip on a metered request's way in (it must gate the
 upstream call); the settlement is queued on the write-behind queue and never delays

@@ -48,9 +48,9 @@ def priced_usage(
     """The wire ``usage`` object: counts plus cost and where its rate came from.
 
     ``cost`` is null when the model is unpriced, and when the counts are our own
-    estimate of a finished answer (SPEC §2: null when the provider reported no
+    estimate of a finished answer (docs/api.md#usage-and-cost: null when the provider reported no
     usage). A stream cut short prices its estimate (``price_estimate``), so the error
-    event can say what the partial answer cost (SPEC §3).
+    event can say what the partial answer cost (docs/api.md#errors-in-the-middle-of-a-stream).
     """
     cost: float | None = None
     price_source: PriceSource | None = None

@@ -1,6 +1,6 @@
 """Shared chunk normalization: every translator emits through a :class:`ChunkEmitter`.
 
-It enforces the stream shape of SPEC §2 whatever the provider sent: one role chunk
+It enforces the stream shape of docs/api.md#the-stream whatever the provider sent: one role chunk
 first per choice; a tool call's first fragment carries ``index``, ``id``, ``type``,
 ``function.name`` and empty ``arguments``, later fragments only ``index`` and a piece
 of ``arguments``; exactly one empty-delta finish chunk per choice, with a finish

@@ -1,4 +1,5 @@
-"""The model catalog: our model ids, native names per provider kind, prices (SPEC §4).
+"""The model catalog: our model ids, native names per provider kind, prices
+(docs/api.md#models-and-routes).
 
 Built from the packaged ``catalog.toml`` with the config's ``[[models]]`` laid over it
 (an entry with the same id replaces the built-in one).

@@ -1,4 +1,5 @@
-"""From the requested ``model`` to an ordered list of upstream attempts (pure, SPEC §4).
+"""From the requested ``model`` to an ordered list of upstream attempts (pure;
+docs/api.md#models-and-routes).
 
 Order: the route's chain (or the one model asked for), then the request's ``models``
 list, then the model-level fallbacks of every model so far. Each position is tried

@@ -1,4 +1,5 @@
-"""``GET /v1/models``: the OpenAI list format plus each model's prices (SPEC §4).
+"""``GET /v1/models``: the OpenAI list format plus each model's prices
+(docs/api.md#models-and-routes).
 
 Only models some configured connection can serve are listed, then the configured
 routes (a route is priced as its primary model).

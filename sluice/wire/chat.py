@@ -1,4 +1,4 @@
-"""The request side of the OpenAI Chat Completions wire model (SPEC §1).
+"""The request side of the OpenAI Chat Completions wire model (docs/api.md#the-request).
 
 Fields the OpenAI API accepts are typed here; fields we only forward are kept as
 :class:`msgspec.Raw` so they reach the upstream byte for byte. Unknown top-level

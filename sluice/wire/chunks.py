@@ -1,4 +1,4 @@
-"""The response side of the wire model: stream chunks, completions, usage (SPEC §2).
+"""The response side of the wire model: stream chunks, completions, usage (docs/api.md#the-stream).
 
 Translators produce :class:`Choice` lists; the gateway stamps them with the stream's
 identity (id, served model, provider, connection, route) when it encodes them, see

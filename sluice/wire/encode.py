@@ -1,4 +1,5 @@
-"""Encoding our stream: every chunk carries the stream's identity (SPEC §2 table).
+"""Encoding our stream: every chunk carries the stream's identity (the table of
+docs/api.md#the-stream).
 
 The identity fields are the same on every chunk of a stream, so they are encoded once
 into a prefix; per chunk only the choices are encoded. The bytes are identical to

@@ -1,4 +1,5 @@
-"""A client that goes away stops the upstream call at once (SPEC §5), in every phase."""
+"""A client that goes away stops the upstream call at once, in every phase
+(docs/api.md#credits-and-cancellation)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""One catalog model served by different provider kinds (SPEC §4): `anthropic/claude-sonnet-5`
-over an `anthropic` connection, failing over to an `aws-bedrock` connection, and the
-client sees one stream format whichever served it."""
+"""One catalog model served by different provider kinds (docs/api.md#models-and-routes):
+`anthropic/claude-sonnet-5` over an `anthropic` connection, failing over to an
+`aws-bedrock` connection, and the client sees one stream format whichever served it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``on_disconnect = "drain"``: after the client leaves, the answer is read to its end
-unsent, and the provider's own usage is charged (SPEC §5)."""
+unsent, and the provider's own usage is charged (docs/api.md#credits-and-cancellation)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Errors before the stream: precise status, SPEC §3 envelope, request id, no upstream call."""
+"""Errors before the stream: precise status, the envelope of docs/api.md#errors, request id,
+no upstream call."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Fault injection: what the client sees, and which attempts were made (SPEC §3-§4).
+"""Fault injection: what the client sees, and which attempts were made (docs/api.md#errors,
+docs/api.md#models-and-routes).
 
 Two fake upstreams serve the same model: `conn_a` (primary) and, as the route's second
 target, `conn_b` (standby_a). Each test breaks the primary in one way.
