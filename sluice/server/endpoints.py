@@ -13,6 +13,7 @@ from sluice.errors import AuthenticationError, NotFoundError, PermissionDeniedEr
 from sluice.exchange.heads import JSON
 from sluice.server.admin import authorize
 from sluice.server.responses import PROMETHEUS
+from sluice.wire.chunks import ModelList
 
 if TYPE_CHECKING:
     from sluice.server.app import Call, Gateway
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 REQUEST_LOG_PREFIX = "/v1/requests/"
 _REQUEST_ID = re.compile(r"req_[0-9A-Za-z]{1,64}")
 _ENCODER = msgspec.json.Encoder()
+_MODELS = msgspec.json.Decoder(ModelList)
 
 
 async def health(gw: Gateway, call: Call) -> None:
@@ -61,7 +63,15 @@ async def document(body: bytes, gw: Gateway, call: Call) -> None:
 
 
 async def models(gw: Gateway, call: Call) -> None:
-    await call.writer.send(200, [*call.headers, JSON], gw.models_body)
+    """``GET /v1/models``: the models and routes this key may ask for (a key with an
+    allow-list sees only what it allows)."""
+    assert call.principal is not None
+    policy, body = call.principal.policy, gw.models_body
+    if policy.models is not None:
+        listed = _MODELS.decode(body)
+        listed.data = [entry for entry in listed.data if policy.allows(entry.id)]
+        body = _ENCODER.encode(listed)
+    await call.writer.send(200, [*call.headers, JSON], body)
 
 
 async def metrics(gw: Gateway, call: Call) -> None:

@@ -14,7 +14,7 @@ from tests.server.test_admin import ENV, admin
 from tests.support.fake_openai import text_stream
 from tests.support.fake_upstream import FakeUpstream, Reply
 from tests.support.gateway import openai_connection_toml, running_gateway
-from tests.support.raw_http import RawResponse, exchange, post
+from tests.support.raw_http import RawResponse, exchange, get, post
 
 
 def chat(model: str, models: list[str] | None = None) -> bytes:
@@ -214,3 +214,17 @@ async def test_rotate_gives_the_same_key_record_a_new_secret(
     assert fresh.status == 200
     assert [k["prefix"] for k in listed] == [new["prefix"]]
     assert old["key"] not in rotated.body.decode()
+
+
+async def test_the_model_list_shows_a_key_only_what_it_may_ask_for(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    async with running_gateway(tmp_path, openai_connection_toml(fake.base_url), env=ENV) as gw:
+        narrow = await new_key(gw, models=["sluice/demo-*"])
+        wide = await new_key(gw)
+        shown = {}
+        for name, key in (("narrow", narrow), ("wide", wide)):
+            answer = await exchange(gw.host, gw.port, get("/v1/models", key["key"]))
+            shown[name] = [entry["id"] for entry in answer.json()["data"]]
+    assert shown["narrow"] == ["sluice/demo-fast"]
+    assert set(shown["wide"]) >= {"sluice/demo", "sluice/demo-fast", "test/gpt-fake"}
