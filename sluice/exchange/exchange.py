@@ -214,6 +214,7 @@ class Exchange:
             front_door=self.door.name,
         )
         services.log.log(self.record)
+        services.metrics.ran(self.record)  # here, not when the response ends: a drain settles later
         services.tasks.finished(state.request_id)
 
     def _live_record(self) -> RequestRecord:

@@ -1,6 +1,9 @@
 """Prometheus metrics for one gateway (``GET /metrics``), in a registry of its own.
 
-Counted per request, never per chunk. Breaker states are read when scraped. Only
+Counted per request from its request-log row when it ends (:meth:`Metrics.ran`),
+never per chunk. What is true now is read when scraped (:meth:`Metrics.scrape`):
+breaker states, the requests and drains running, and the ledger's open holds, from
+the store that every replica shares (one query over the open-holds index). Only
 operators read them (the admin key, or ``metrics_listen``); still, accounts' own
 connections are one label, ``account-owned``: their ids are theirs and unbounded in
 number. Models are labelled by the model that served (catalog ids), never by what a
@@ -9,17 +12,25 @@ client asked for.
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import logging
 from collections.abc import Callable, Collection, Iterator
 from types import MappingProxyType
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
+from sluice.core.money import usd_from_nano
+from sluice.exchange.tasks import Tasks
 from sluice.routing.breaker import Breaker, State
 from sluice.routing.router import AttemptRecord
 from sluice.storage.base import RequestRecord
+
+_log = logging.getLogger("sluice.server")
 
 _STATE_VALUE = MappingProxyType({State.CLOSED: 0.0, State.HALF_OPEN: 1.0, State.OPEN: 2.0})
 _TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
@@ -32,27 +43,101 @@ _REFUSALS = MappingProxyType(
         "permission_error": "permission",
     }
 )
+_LEDGER_TIMEOUT = 2.0  # seconds a scrape waits for the open holds before leaving them out
 ACCOUNT_OWNED = "account-owned"
 
 
-class _BreakerCollector(Collector):
+class Ledger(Protocol):
+    """What a scrape reads from the store (:meth:`~sluice.storage.base.Store.open_holds`)."""
+
+    async def open_holds(self) -> tuple[int, int]: ...
+
+
+def breaker_states(breaker: Breaker, now: float, operators: Collection[str]) -> dict[str, float]:
+    """Each operator connection's circuit state (0 closed, 1 half-open, 2 open); the
+    other connections (accounts' own) folded into one ``account-owned`` series, the
+    worst of theirs."""
+    out: dict[str, float] = {}
+    for key, state in breaker.states(now).items():
+        label = key if key in operators else ACCOUNT_OWNED
+        out[label] = max(out.get(label, 0.0), _STATE_VALUE[state])
+    return out
+
+
+class _Now(Collector):
+    """What is read when scraped. ``holds``: the ledger's open holds and the nano-USD
+    they hold, None when the store did not answer (the two series are left out)."""
+
     def __init__(
-        self, breaker: Breaker, clock: Callable[[], float], operators: Collection[str]
+        self,
+        breakers: dict[str, float],
+        running: tuple[int, int] | None,
+        holds: tuple[int, int] | None,
     ) -> None:
-        self._breaker = breaker
-        self._clock = clock
-        self._operators = operators
+        self._breakers = breakers
+        self._running = running
+        self._holds = holds
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily(
             "sluice_connection_breaker_state",
-            "Circuit breaker per connection: 0 closed, 1 half-open, 2 open (skipped).",
+            "Circuit breaker per connection: 0 closed, 1 half-open, 2 open (skipped); "
+            "accounts' own connections as one, the worst of them.",
             labels=["connection"],
         )
-        for key, state in sorted(self._breaker.states(self._clock()).items()):
-            if key in self._operators:
-                family.add_metric([key], _STATE_VALUE[state])
+        for label, value in sorted(self._breakers.items()):
+            family.add_metric([label], value)
         yield family
+        if self._running is not None:
+            requests, drains = self._running
+            yield GaugeMetricFamily(
+                "sluice_requests_in_flight", "Requests running now, drains included.", requests
+            )
+            yield GaugeMetricFamily(
+                "sluice_drains_in_flight",
+                "Streams read on unsent after their client left (on_disconnect = drain).",
+                drains,
+            )
+        if self._holds is not None:
+            count, nano = self._holds
+            yield GaugeMetricFamily(
+                "sluice_holds_open", "Credit holds open in the ledger, every replica's.", count
+            )
+            yield GaugeMetricFamily(
+                "sluice_credits_held_usd",
+                "Credits the open holds hold, in USD, every replica's.",
+                usd_from_nano(nano),
+            )
+
+
+async def _open_holds(ledger: Ledger) -> tuple[int, int] | None:
+    """The ledger's open holds, or None when the store fails or is slow: a scrape still
+    answers with everything else (the outermost edge, hence the broad ``except``)."""
+    try:
+        async with asyncio.timeout(_LEDGER_TIMEOUT):
+            return await ledger.open_holds()
+    except Exception as exc:
+        _log.warning("metrics: open holds not read (%s)", type(exc).__name__)
+        return None
+
+
+def _samples(family: Collector) -> Iterator[Sample]:
+    for metric in family.collect():
+        yield from metric.samples
+
+
+class ConnectionStats:
+    """What :meth:`Metrics.by_connection` reads for one connection."""
+
+    __slots__ = ("attempts", "failed", "ttft_count", "ttft_seconds")
+
+    def __init__(self) -> None:
+        self.attempts = self.failed = self.ttft_count = 0
+        self.ttft_seconds = 0.0
+
+    @property
+    def mean_ttft_ms(self) -> float | None:
+        return self.ttft_seconds / self.ttft_count * 1000 if self.ttft_count else None
 
 
 class _Families:
@@ -131,6 +216,29 @@ class _Families:
             ["reason"],
             registry=self.registry,
         )
+        self.failovers = Counter(
+            "sluice_failovers",
+            "Attempts a request moved on from to its plan's next (failed before the "
+            "first event, or skipped by the breaker), by their connection.",
+            ["connection"],
+            registry=self.registry,
+        )
+        self.cancellations = Counter(
+            "sluice_cancellations",
+            "Requests whose client left, their upstream call cancelled.",
+            registry=self.registry,
+        )
+        self.drains = Counter(
+            "sluice_drains",
+            "Requests whose client left mid-stream, the rest read on unsent (ended drains).",
+            registry=self.registry,
+        )
+        self.blocks = Counter(
+            "sluice_guardrail_blocks",
+            "Requests a guardrail blocked, by guardrail and stage (input, output).",
+            ["guardrail", "stage"],
+            registry=self.registry,
+        )
 
 
 class Metrics:
@@ -153,29 +261,38 @@ class Metrics:
         other._operators = operators
         return other
 
+    def _connection(self, conn: str) -> str:
+        return conn if conn in self._operators else ACCOUNT_OWNED
+
     def request(self, path: str, status: int, attempts: list[AttemptRecord]) -> None:
         families = self._families
         families.requests.labels(path, str(status)).inc()
         for attempt in attempts:
-            conn = attempt.connection
-            label = conn if conn in self._operators else ACCOUNT_OWNED
-            families.attempts.labels(label, attempt.outcome).inc()
+            families.attempts.labels(self._connection(attempt.connection), attempt.outcome).inc()
 
     def ran(self, record: RequestRecord) -> None:
         """A request that went through an exchange: what served it, its tokens, its cost,
-        or why it was refused. Labels are bounded: models served (from the catalog),
-        provider kinds, operators' connection ids."""
-        families = self._families
+        why it was refused, failed over, cancelled, drained or blocked. Labels are
+        bounded: models served (from the catalog), provider kinds, operators' connection
+        ids, the config's guardrail names."""
         model = record.served_model or "none"
         conn = record.connection or "none"
-        connection = conn if conn in self._operators or conn == "none" else ACCOUNT_OWNED
-        served = (record.front_door, model, record.provider or "none", connection)
+        connection = "none" if conn == "none" else self._connection(conn)
+        self._served(record, (record.front_door, model, record.provider or "none", connection))
+        self._used(record, model)
+        self._events(record)
+
+    def _served(self, record: RequestRecord, served: tuple[str, str, str, str]) -> None:
+        families = self._families
         families.answered.labels(*served, record.status).inc()
         families.duration.labels(*served).observe(record.duration_ms / 1000)
         if record.ttft_ms is not None and record.served_model is not None:
             families.served_ttft.labels(*served).observe(record.ttft_ms / 1000)
         if record.tokens_per_second is not None:
             families.rate.labels(*served).observe(record.tokens_per_second)
+
+    def _used(self, record: RequestRecord, model: str) -> None:
+        families = self._families
         for kind, count in (
             ("prompt", record.prompt_tokens),
             ("completion", record.completion_tokens),
@@ -185,16 +302,60 @@ class Metrics:
                 families.tokens.labels(model, kind).inc(count)
         if record.cost:
             families.cost.labels(model).inc(record.cost)
+
+    def _events(self, record: RequestRecord) -> None:
+        """Refusals, failovers (every attempt but the last), a client leaving, blocks."""
+        families = self._families
         reason = _REFUSALS.get(record.error_type or "")
         if reason is not None and not record.attempts:
             families.refused.labels(reason).inc()
+        for attempt in record.attempts[:-1]:
+            families.failovers.labels(self._connection(str(attempt["connection"]))).inc()
+        if record.disconnect == "cancel":
+            families.cancellations.inc()
+        elif record.disconnect == "drain":
+            families.drains.inc()
+        for note in record.guardrails:
+            if note["outcome"] == "blocked":
+                families.blocks.labels(note["name"], note["stage"]).inc()
+
+    def by_connection(self) -> dict[str, ConnectionStats]:
+        """Per connection label, since the process started: upstream attempts (a
+        skipped one is none), those that failed, the mean time to first token served."""
+        families = self._families
+        stats: dict[str, ConnectionStats] = {}
+        for sample in _samples(families.attempts):
+            conn, outcome = sample.labels["connection"], sample.labels["outcome"]
+            if not sample.name.endswith("_total") or outcome == "skipped":
+                continue
+            seen = stats.setdefault(conn, ConnectionStats())
+            seen.attempts += int(sample.value)
+            seen.failed += 0 if outcome == "served" else int(sample.value)
+        for sample in _samples(families.served_ttft):
+            seen = stats.setdefault(sample.labels["connection"], ConnectionStats())
+            if sample.name.endswith("_sum"):
+                seen.ttft_seconds += sample.value
+            elif sample.name.endswith("_count"):
+                seen.ttft_count += int(sample.value)
+        return stats
 
     def first_token(self, seconds: float) -> None:
         self._families.ttft.observe(seconds)
 
     def render(self) -> bytes:
-        """Every series, then the breaker states as this config labels them."""
+        """Every series, then the breaker states as this config labels them (no I/O;
+        :meth:`scrape` adds the requests running and the ledger's open holds)."""
+        return self._rendered(None, None)
+
+    async def scrape(self, ledger: Ledger, tasks: Tasks) -> bytes:
+        """:meth:`render` with the tasks' counts and the ledger's open holds, read now
+        (one indexed query; left out when the store does not answer)."""
+        holds = await _open_holds(ledger)
+        return self._rendered(tasks.counts(), holds)
+
+    def _rendered(self, running: tuple[int, int] | None, holds: tuple[int, int] | None) -> bytes:
         families = self._families
-        breakers = CollectorRegistry(auto_describe=False)
-        breakers.register(_BreakerCollector(families.breaker, families.clock, self._operators))
-        return generate_latest(families.registry) + generate_latest(breakers)
+        breakers = breaker_states(families.breaker, families.clock(), self._operators)
+        now = CollectorRegistry(auto_describe=False)
+        now.register(_Now(breakers, running, holds))
+        return generate_latest(families.registry) + generate_latest(now)

@@ -38,6 +38,22 @@ class Tasks:
         snapshot = self._running.get(request_id)
         return None if snapshot is None else snapshot()
 
+    def in_flight(self, account_id: str | None = None) -> list[RequestRecord]:
+        """The rows of the requests running now (one account's, or every one's), oldest
+        first."""
+        rows = (snapshot() for snapshot in tuple(self._running.values()))
+        return [row for row in rows if account_id is None or row.account_id == account_id]
+
+    @property
+    def stopping(self) -> bool:
+        """The gateway is shutting down (long-lived answers end)."""
+        return not self._may_drain
+
+    def counts(self) -> tuple[int, int]:
+        """How many requests are running now, and how many of them are drains (for
+        metrics, read when scraped)."""
+        return len(self._running), len(self._drains)
+
     def background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._background.add(task)

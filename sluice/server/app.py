@@ -276,8 +276,6 @@ class Gateway:
             path = request.path if request.path in self._routes else "other"
             attempts = [] if call.exchange is None else call.exchange.attempts
             self.services.metrics.request(path, status, attempts)
-            if call.exchange is not None and call.exchange.record is not None:
-                self.services.metrics.ran(call.exchange.record)
             if _log.isEnabledFor(logging.INFO):
                 line = AccessLine(call, method, status)
                 _log.info(

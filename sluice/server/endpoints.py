@@ -86,7 +86,9 @@ async def metrics(gw: Gateway, call: Call) -> None:
                 code="admin_key_required",
             ) from None
         raise
-    await call.writer.send(200, [*call.headers, PROMETHEUS], gw.services.metrics.render())
+    services = gw.services
+    text = await services.metrics.scrape(gw.store, services.tasks)
+    await call.writer.send(200, [*call.headers, PROMETHEUS], text)
 
 
 async def _is_api_key(gw: Gateway, header: str | None) -> bool:

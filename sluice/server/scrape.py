@@ -36,7 +36,8 @@ class Scrape:
         elif request.method not in ("GET", "HEAD"):
             err = MethodNotAllowedError(f"Method {request.method} is not allowed here; use GET.")
         else:
-            body = self._gateway.services.metrics.render()
+            gw = self._gateway
+            body = await gw.services.metrics.scrape(gw.store, gw.services.tasks)
             await writer.send(200, [*headers, PROMETHEUS], body)
             return
         await writer.send(err.http_status, error_headers(err, headers), error_json(err))

@@ -142,7 +142,7 @@ def mismatches(rows: list[tuple[str, int, int, int, int, int, int]]) -> list[Mis
 
 
 class RequestRecord(msgspec.Struct, kw_only=True):
-    """One row of the request log (SPEC §8)."""
+    """One row of the request log (docs/api.md#the-request-log)."""
 
     id: str
     account_id: str
@@ -322,6 +322,11 @@ class Store(Protocol):
         ...
 
     async def reconcile(self) -> list[Mismatch]: ...
+
+    async def open_holds(self) -> tuple[int, int]:
+        """How many holds are open over every account, and the nano-USD they hold (for
+        metrics: one scan of the open-holds partial index, which holds only open rows)."""
+        ...
 
     # -- accounts' own connections and prices ------------------------------------------
 

@@ -150,6 +150,12 @@ class PostgresHolds(PostgresRequests):
             )
         return sum(int(count) for _, _, count in rows)
 
+    async def open_holds(self) -> tuple[int, int]:
+        row = await self.pool.fetchrow(
+            "SELECT COUNT(*), COALESCE(SUM(amount), 0) FROM holds WHERE released_at IS NULL"
+        )
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
     async def reconcile(self) -> list[Mismatch]:
         rows = await self.pool.fetch(
             f"SELECT a.name, a.balance, {RECONCILE_SUMS} FROM accounts a ORDER BY a.name"

@@ -114,6 +114,12 @@ class SqliteLedger(SqliteBase):
     async def reclaim_expired(self, now: int) -> int:
         return await self.write(lambda tx: _reclaim(tx, now))
 
+    async def open_holds(self) -> tuple[int, int]:
+        row = await self.one(
+            "SELECT COUNT(*), COALESCE(SUM(amount), 0) FROM holds WHERE released_at IS NULL"
+        )
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
     async def reconcile(self) -> list[Mismatch]:
         rows = await self.all(
             f"SELECT a.name, a.balance, {RECONCILE_SUMS} FROM accounts a ORDER BY a.name"
