@@ -1,4 +1,5 @@
-"""Configuration: the TOML file's shape (SPEC §10) and the frozen settings built from it.
+"""Configuration: the TOML file's shape (README.md, "Configure it") and the frozen
+settings built from it.
 
 Settings are built at startup from the file, the environment mapping handed in by
 the CLI and the built-in catalog, then passed down; a reload builds them again from
@@ -259,7 +260,7 @@ class StorageConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class LimitsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Rate limits (SPEC §7, docs/limits.md): ``key`` applies to every API key and
+    """Rate limits (docs/api.md#rate-limits, docs/limits.md): ``key`` applies to every API key and
     ``keys`` overrides it by key prefix (``sk-sluice-`` + 8 characters, as listed);
     ``account`` applies to every account and ``accounts`` overrides it by account name.
     Shared through Redis when ``redis_url`` is set, else kept in this process."""
@@ -272,6 +273,16 @@ class LimitsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     accounts: dict[str, LimitSpec] = {}
 
 
+class TelemetryConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``[telemetry]``: OpenTelemetry tracing (docs/observability.md), off unless
+    ``otlp_endpoint`` names an OTLP/HTTP traces URL; ``export_timeout`` bounds one
+    export (in seconds, retries included)."""
+
+    otlp_endpoint: str | None = None
+    service_name: str = "sluice"
+    export_timeout: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+
+
 class FileConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The whole TOML file."""
 
@@ -280,6 +291,7 @@ class FileConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     limits: LimitsConfig = LimitsConfig()
     routing: RoutingConfig = RoutingConfig()
     metering: MeteringConfig = MeteringConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
     connections: list[ConnectionConfig] = []
     models: list[ModelConfig] = []
     routes: list[RouteConfig] = []

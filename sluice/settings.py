@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -26,6 +27,7 @@ from sluice.config import (
     RouteConfig,
     RoutingConfig,
     ServerConfig,
+    TelemetryConfig,
 )
 from sluice.core.connection import ConnectionSettings, Secret
 from sluice.errors import ConfigError
@@ -43,6 +45,14 @@ DEFAULT_HOME = ".sluice"
 DB_FILE = "sluice.db"
 
 
+class TelemetrySettings(msgspec.Struct, frozen=True):
+    """Tracing, resolved: on when the file names ``[telemetry] otlp_endpoint``."""
+
+    otlp_endpoint: str
+    service_name: str = "sluice"
+    export_timeout: float = 10.0
+
+
 class Settings(msgspec.Struct, frozen=True):
     home: Path
     admin_key: Secret | None
@@ -56,6 +66,8 @@ class Settings(msgspec.Struct, frozen=True):
     models: tuple[ModelConfig, ...]
     routes: tuple[RouteConfig, ...]
     guardrails: tuple[GuardrailConfig, ...] = ()
+    telemetry: TelemetrySettings | None = None
+    """None: tracing is off."""
 
 
 def resolve_home(explicit: str | None, env: Mapping[str, str]) -> Path:
@@ -101,6 +113,20 @@ def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSet
         prices=prices_from_config(conf.prices),
         options=dict(conf.options),
     )
+
+
+def _telemetry(conf: TelemetryConfig) -> TelemetrySettings | None:
+    """``[telemetry]`` checked: an http(s) URL with a host, and a service name."""
+    if conf.otlp_endpoint is None:
+        return None
+    url = urlsplit(conf.otlp_endpoint)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ConfigError(
+            "[telemetry] otlp_endpoint must be an http(s) URL, e.g. http://collector:4318/v1/traces"
+        )
+    if not conf.service_name.strip():
+        raise ConfigError("[telemetry] service_name must not be empty")
+    return TelemetrySettings(conf.otlp_endpoint, conf.service_name, conf.export_timeout)
 
 
 def _region_hint(spec: ProviderSpec) -> str:
@@ -175,4 +201,5 @@ def build_settings(
         models=tuple(file.models),
         routes=tuple(file.routes),
         guardrails=tuple(file.guardrails),
+        telemetry=_telemetry(file.telemetry),
     )

@@ -1,7 +1,7 @@
 """An answer read whole, checked by the output guardrails, then sent in one write.
 
 On a ``drain`` connection the upstream call runs in a task of its own: if the client
-leaves meanwhile, the answer is still awaited and charged (SPEC §5).
+leaves meanwhile, the answer is still awaited and charged (docs/api.md#credits-and-cancellation).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ async def complete(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
     if any(a.target.connection.on_disconnect == "drain" for a in plan.attempts):
         done = await _complete_drainable(ex, state)
     else:
-        done = await router.complete(state.req, plan, state.attempts)
+        done = await router.complete(state.req, plan, state.attempts, traced=ex.traced)
     identity = _completed(state, done)
     state.first_token = ex.services.clock() - state.started
     choices = done.result.choices
@@ -53,7 +53,9 @@ async def _complete_drainable(ex: Exchange, state: ExchangeState) -> Completed:
     assert state.plan is not None
     in_flight = InFlight()
     router = ex.services.router
-    task = asyncio.ensure_future(router.complete(state.req, state.plan, state.attempts, in_flight))
+    task = asyncio.ensure_future(
+        router.complete(state.req, state.plan, state.attempts, in_flight, ex.traced)
+    )
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from sluice.core.principal import KeyPolicy, Principal
@@ -31,13 +31,14 @@ from sluice.exchange.record import request_record
 from sluice.exchange.services import Services
 from sluice.exchange.state import ExchangeState
 from sluice.exchange.streaming import stream
+from sluice.exchange.telemetry import RequestTrace
 from sluice.guardrails.checks import check_input
 from sluice.guardrails.selection import RuleSet
 from sluice.limits.base import LimiterUnavailableError
 from sluice.limits.decision import Ticket as LimitTicket
 from sluice.limits.headers import rate_limit_headers
 from sluice.metering.charges import hold_amount, resolve_rate
-from sluice.routing.router import AttemptRecord
+from sluice.routing.router import AttemptRecord, TryStarted
 from sluice.storage.base import RequestRecord
 from sluice.wire.chat import ChatRequest
 
@@ -57,10 +58,12 @@ def _check_models(req: ChatRequest, policy: KeyPolicy) -> None:
 
 class Exchange:
     """``headers``: the response's own headers (request id, rate limits), shared with the
-    server, which sends them on errors raised before the exchange ran. ``status``: the
-    HTTP status once :meth:`run` ended (499 when the client left)."""
+    server, which sends them on errors raised before the exchange ran. ``incoming``: the
+    client's request headers (tracing reads ``traceparent``). ``status``: the HTTP
+    status once :meth:`run` ended (499 when the client left)."""
 
     __slots__ = (
+        "_incoming",
         "_limit_ticket",
         "door",
         "headers",
@@ -68,6 +71,7 @@ class Exchange:
         "services",
         "state",
         "status",
+        "trace",
         "writer",
     )
 
@@ -77,6 +81,7 @@ class Exchange:
         door: FrontDoor,
         writer: ClientStream,
         headers: Headers,
+        incoming: Mapping[str, str] | None = None,
     ) -> None:
         self.services = services
         self.door = door
@@ -87,10 +92,18 @@ class Exchange:
         self.record: RequestRecord | None = None
         """The request-log row, once :meth:`settle` built it (the access log reads it)."""
         self._limit_ticket: LimitTicket | None = None
+        self._incoming: Mapping[str, str] = incoming or {}
+        self.trace: RequestTrace | None = None
+        """This request's spans while tracing is on (``[telemetry]``), else None."""
 
     @property
     def attempts(self) -> list[AttemptRecord]:
         return [] if self.state is None else self.state.attempts
+
+    @property
+    def traced(self) -> TryStarted | None:
+        """What the router tells as each try starts (tracing on), else None."""
+        return None if self.trace is None else self.trace.attempt
 
     async def run(
         self,
@@ -105,6 +118,7 @@ class Exchange:
             req, principal, request_id=request_id, created=created, started=started
         )
         self.services.tasks.running(request_id, self._live_record)
+        self.trace = self.services.telemetry.start(req.model, self._incoming)
         status = 200
         try:
             output = await self._admit(state)
@@ -132,8 +146,8 @@ class Exchange:
 
     async def _admit(self, state: ExchangeState) -> RuleSet:
         """Rate limits first (a refused request costs nothing downstream), then the input
-        guardrails (before routing and any hold, SPEC §6), the plan and the credit hold.
-        Returns the output guardrails that apply."""
+        guardrails (before routing and any hold, docs/api.md#guardrails), the plan and the
+        credit hold. Returns the output guardrails that apply."""
         services, principal = self.services, state.principal
         _check_models(state.req, principal.policy)
         subject = services.limit_subject(principal)
@@ -215,6 +229,8 @@ class Exchange:
         )
         services.log.log(self.record)
         services.metrics.ran(self.record)  # here, not when the response ends: a drain settles later
+        if self.trace is not None:
+            self.trace.end(self.record, state)
         services.tasks.finished(state.request_id)
 
     def _live_record(self) -> RequestRecord:

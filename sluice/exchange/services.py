@@ -10,6 +10,7 @@ from sluice.config import LimitsConfig, LimitSpec
 from sluice.core.principal import Allowance, Principal
 from sluice.exchange.metrics import Metrics
 from sluice.exchange.tasks import Tasks
+from sluice.exchange.telemetry import NO_TELEMETRY, Telemetry
 from sluice.exchange.tenants import Tenants
 from sluice.guardrails.selection import Guardrails
 from sluice.limits.base import Limiter
@@ -32,6 +33,7 @@ class Services:
         "metrics",
         "router",
         "tasks",
+        "telemetry",
         "tenants",
     )
 
@@ -50,6 +52,7 @@ class Services:
         clock: Callable[[], float],
         keepalive_interval: float,
         max_json_depth: int,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.router = router
         self.tenants = tenants
@@ -63,6 +66,8 @@ class Services:
         self.clock = clock
         self.keepalive_interval = keepalive_interval
         self.max_json_depth = max_json_depth
+        self.telemetry = telemetry
+        """Tracing (``[telemetry]``): the gateway's, or the no-op when it is off."""
 
     def limit_subject(self, principal: Principal) -> Subject | None:
         """The limits that apply to a caller; None when none do (no limiter call)."""

@@ -7,7 +7,7 @@ when the client asked for usage) and the connection closes without the end marke
 When an output guardrail applies it sits between the translator and the encoder;
 otherwise the loop is untouched. A client that leaves cancels the upstream call, or
 on a ``drain`` connection the rest is read unsent so the provider's usage is charged
-(SPEC §5).
+(docs/api.md#credits-and-cancellation).
 """
 
 from __future__ import annotations
@@ -86,7 +86,9 @@ async def _open(ex: Exchange, state: ExchangeState) -> UpstreamStream:
         door.keepalive,
     )
     try:
-        upstream = await services.router.open_stream(state.req, state.plan, state.attempts)
+        upstream = await services.router.open_stream(
+            state.req, state.plan, state.attempts, ex.traced
+        )
     finally:
         ticker.stop()
     state.translator = upstream.translator

@@ -1,4 +1,5 @@
-"""Trying a plan's attempts in order until one produces its first event (SPEC §4).
+"""Trying a plan's attempts in order until one produces its first event
+(docs/api.md#models-and-routes).
 
 Failover is only possible before the client has seen anything: an attempt is
 "opened" when its upstream produced a chunk with content, reasoning, a tool call or a
@@ -10,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from random import Random
+from types import MappingProxyType
 from typing import TypeVar
 
 import msgspec
@@ -33,6 +35,12 @@ from sluice.transport.http import HttpTransport, UpstreamResponse
 from sluice.wire.chat import ChatRequest
 
 _T = TypeVar("_T")
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+
+TryStarted = Callable[[int], Mapping[str, str]]
+"""Told as each try that may reach its upstream starts, with the index its record will
+take among the attempt records: headers to add to its upstream request (tracing's
+``traceparent``). Absent, nothing is called and nothing is added."""
 
 
 class AttemptRecord(msgspec.Struct):
@@ -85,6 +93,11 @@ def _groups(attempts: tuple[Attempt, ...]) -> list[list[Attempt]]:
     return groups
 
 
+def _try_headers(traced: TryStarted | None, records: list[AttemptRecord]) -> Mapping[str, str]:
+    """The extra headers of the try starting now (its record lands at ``len(records)``)."""
+    return _NO_HEADERS if traced is None else traced(len(records))
+
+
 class Router:
     def __init__(
         self,
@@ -113,9 +126,16 @@ class Router:
         return Redactor([*secrets, *self._transport.signing_secrets()]).error(err)
 
     async def open_stream(
-        self, req: ChatRequest, plan: Plan, records: list[AttemptRecord]
+        self,
+        req: ChatRequest,
+        plan: Plan,
+        records: list[AttemptRecord],
+        traced: TryStarted | None = None,
     ) -> UpstreamStream:
-        return await self._run(plan, records, lambda a, fresh: self._open_stream(req, a, fresh))
+        def once(attempt: Attempt, fresh: bool) -> Awaitable[UpstreamStream]:
+            return self._open_stream(req, attempt, fresh, _try_headers(traced, records))
+
+        return await self._run(plan, records, once)
 
     async def complete(
         self,
@@ -123,10 +143,12 @@ class Router:
         plan: Plan,
         records: list[AttemptRecord],
         in_flight: InFlight | None = None,
+        traced: TryStarted | None = None,
     ) -> Completed:
-        return await self._run(
-            plan, records, lambda a, fresh: self._complete(req, a, fresh), in_flight
-        )
+        def once(attempt: Attempt, fresh: bool) -> Awaitable[Completed]:
+            return self._complete(req, attempt, fresh, _try_headers(traced, records))
+
+        return await self._run(plan, records, once, in_flight)
 
     async def count_tokens(self, req: ChatRequest, plan: Plan) -> int | None:
         """The serving provider's own count of the prompt (the plan's first target), if
@@ -234,10 +256,14 @@ class Router:
             message=None if err is None else err.message,
         )
 
-    async def _send(self, req: ChatRequest, attempt: Attempt, fresh: bool) -> UpstreamResponse:
+    async def _send(
+        self, req: ChatRequest, attempt: Attempt, fresh: bool, extra: Mapping[str, str]
+    ) -> UpstreamResponse:
         target = attempt.target
         adapter = self._registry.adapter(target.connection.provider)
         upstream = adapter.build_request(req, target)
+        if extra:
+            upstream.headers.update(extra)
         conn = target.connection
         resp = await self._transport.send(
             upstream, conn.timeouts, guarded=conn.owner is not None, fresh=fresh
@@ -256,7 +282,9 @@ class Router:
             raise err
         return resp
 
-    async def _open_stream(self, req: ChatRequest, attempt: Attempt, fresh: bool) -> UpstreamStream:
+    async def _open_stream(
+        self, req: ChatRequest, attempt: Attempt, fresh: bool, extra: Mapping[str, str]
+    ) -> UpstreamStream:
         """Send, then read until the first event the client must see (or the end), within
         the connection's first-event timeout."""
         target = attempt.target
@@ -265,7 +293,7 @@ class Router:
         stream: UpstreamStream | None = None
         try:
             async with asyncio.timeout(min(timeouts.first_event, timeouts.total)):
-                resp = await self._send(req, attempt, fresh)
+                resp = await self._send(req, attempt, fresh, extra)
                 stream = UpstreamStream(
                     attempt, resp, translator, partial(self.scrub, target=target)
                 )
@@ -280,12 +308,14 @@ class Router:
             raise
         return stream
 
-    async def _complete(self, req: ChatRequest, attempt: Attempt, fresh: bool) -> Completed:
+    async def _complete(
+        self, req: ChatRequest, attempt: Attempt, fresh: bool, extra: Mapping[str, str]
+    ) -> Completed:
         timeouts = attempt.target.connection.timeouts
         adapter = self._registry.adapter(attempt.target.connection.provider)
         try:
             async with asyncio.timeout(min(timeouts.first_event, timeouts.total)):
-                resp = await self._send(req, attempt, fresh)
+                resp = await self._send(req, attempt, fresh, extra)
         except TimeoutError:
             raise first_event_timeout(timeouts, "did not answer") from None
         resp.watch(timeouts.stall)

@@ -102,7 +102,8 @@ async def serve_door(door: FrontDoor, gw: Gateway, call: Call) -> None:
     req = door.decode(call.request.body, call.request.headers, services.max_json_depth)
     call.request.body = b""  # decoded: the raw bytes need not live as long as the request
     assert call.principal is not None
-    exchange = call.exchange = Exchange(services, door, call.writer, call.headers)
+    incoming = call.request.headers  # a client's traceparent, when tracing is on
+    exchange = call.exchange = Exchange(services, door, call.writer, call.headers, incoming)
     await exchange.run(
         req, call.principal, request_id=call.request_id, created=call.created, started=call.started
     )
@@ -210,6 +211,7 @@ class Gateway:
         await self.transport.close()
         await services.limiter.close()
         await services.log.close()
+        await services.telemetry.close()  # the spans still queued are exported
 
     def _endpoints(self, path: str) -> dict[str, tuple[Endpoint, bool]] | None:
         methods = self._routes.get(path)

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from random import Random
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -17,6 +18,7 @@ from sluice.accounts.vault import Vault
 from sluice.exchange.metrics import Metrics
 from sluice.exchange.services import Services
 from sluice.exchange.tasks import Tasks
+from sluice.exchange.telemetry import build_telemetry
 from sluice.exchange.tenants import Tenants
 from sluice.guardrails.selection import Guardrails
 from sluice.ids import IdFactory, random_id
@@ -39,11 +41,14 @@ from sluice.storage.base import Store
 from sluice.storage.writer import WriteBehind
 from sluice.transport.http import HttpTransport
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
 
 class _Lasting:
     """The parts a process holds for its lifetime: every generation shares them, so a
     reload keeps the upstream pools, the limiter's buckets, the breaker's circuits, the
-    metrics' series, the queued log rows and the drains in flight."""
+    metrics' series, the queued log rows, the drains in flight and the tracer."""
 
     def __init__(
         self,
@@ -54,6 +59,7 @@ class _Lasting:
         wall_clock: Callable[[], float],
         clock: Callable[[], float],
         rng: Random,
+        span_exporter: SpanExporter | None,
     ) -> None:
         server, routing, metering = settings.server, settings.routing, settings.metering
         self.store, self.new_id, self.clock, self.rng = store, new_id, clock, rng
@@ -74,6 +80,7 @@ class _Lasting:
         self.limiter = _limiter(settings, clock)
         self.metrics = Metrics(self.breaker, clock, frozenset())
         self.tasks = Tasks(clock, metering.hold_ttl)
+        self.telemetry = build_telemetry(settings.telemetry, span_exporter)
 
 
 def _generation(lasting: _Lasting, settings: Settings) -> Generation:
@@ -114,6 +121,7 @@ def _generation(lasting: _Lasting, settings: Settings) -> Generation:
         clock=clock,
         keepalive_interval=server.sse_keepalive_interval,
         max_json_depth=server.max_json_depth,
+        telemetry=lasting.telemetry,
     )
     models = msgspec.json.encode(model_list(catalog, tenants.shared.planner, settings.routes))
     return Generation(settings, services, catalog, models)
@@ -128,10 +136,18 @@ def create_app(
     wall_clock: Callable[[], float] = time.time,
     clock: Callable[[], float] = time.monotonic,
     rng: Random | None = None,
+    span_exporter: SpanExporter | None = None,
 ) -> Gateway:
-    """``source``: where ``settings`` came from, read again on reload (none: no reload)."""
+    """``source``: where ``settings`` came from, read again on reload (none: no reload).
+    ``span_exporter``: where spans go when ``[telemetry]`` traces (default: OTLP/HTTP)."""
     lasting = _Lasting(
-        settings, store, new_id=new_id, wall_clock=wall_clock, clock=clock, rng=rng or Random()
+        settings,
+        store,
+        new_id=new_id,
+        wall_clock=wall_clock,
+        clock=clock,
+        rng=rng or Random(),
+        span_exporter=span_exporter,
     )
     build = partial(_generation, lasting)
     return Gateway(
