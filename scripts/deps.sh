@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the tests need beyond the venv, installed when missing (`make test` on a fresh
 # machine): Debian packages (nginx, which tests/deploy/test_nginx.py runs in front of a
-# gateway; node, which runs the official Node SDK in tests/server/test_messages_node.py),
+# gateway; node, which runs the official Node SDK in tests/server/test_messages_node.py;
+# chromium, which Playwright drives in tests/console/),
 # then tests/node's npm packages from its package-lock.json when node_modules is missing
 # or older than the lock. Where they cannot be installed (not Debian, not root and no
 # sudo, no registry) their tests skip with the reason, except under CI=true, where they fail.
@@ -13,6 +14,7 @@ debian_packages() {
   command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
   command -v node >/dev/null 2>&1 || missing+=(nodejs)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   [ ${#missing[@]} -eq 0 ] && return 0
 
   if ! command -v apt-get >/dev/null 2>&1; then

@@ -36,12 +36,15 @@ from sluice.ids import IdFactory
 from sluice.routing.catalog import Catalog
 from sluice.server import endpoints, request_list, spend_report
 from sluice.server.admin import ADMIN_PREFIX, admin
+from sluice.server.admin_connections import CONNECTIONS_PATH, connections
 from sluice.server.auth import Authenticator, credentials
+from sluice.server.console import console_routes
 from sluice.server.cors import allowed_origin, cors_headers, is_preflight, preflight_headers
 from sluice.server.count_tokens import COUNT_TOKENS_PATH, count_tokens
 from sluice.server.endpoints import REQUEST_LOG_PREFIX
 from sluice.server.generation import Generation
 from sluice.server.intake import Limits
+from sluice.server.live import LIVE_PATH, live_requests
 from sluice.server.logformat import AccessLine
 from sluice.server.message import Request, ResponseWriter
 from sluice.server.openapi import OPENAPI_PATH, openapi_document
@@ -151,10 +154,12 @@ class Gateway:
             "/v1/messages": {"POST": (partial(serve_door, messages), True)},
             COUNT_TOKENS_PATH: {"POST": (count_tokens, True)},
             request_list.LIST_PATH: {"GET": (request_list.own_requests, True)},
+            LIVE_PATH: {"GET": (live_requests, False)},  # an API key or the admin key
             request_list.ADMIN_LIST_PATH: {"GET": (request_list.all_requests, False)},
             spend_report.SPEND_PATH: {"GET": (spend_report.own_spend, True)},
             spend_report.ADMIN_SPEND_PATH: {"GET": (spend_report.all_spend, False)},
             "/metrics": {"GET": (endpoints.metrics, False)},  # the admin key
+            CONNECTIONS_PATH: {"GET": (connections, False)},  # the admin key
         }
         self._request_log: dict[str, tuple[Endpoint, bool]] = {"GET": (endpoints.request_log, True)}
         self._doors: dict[str, FrontDoor] = {"/v1/messages": messages, COUNT_TOKENS_PATH: messages}
@@ -162,6 +167,8 @@ class Gateway:
             method: (admin, False) for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
         }
         self._routes[RELOAD_PATH] = dict.fromkeys(self._admin, (reload_endpoint, False))
+        for path, page in console_routes():
+            self._routes[path] = {"GET": (page, False)}
 
     @property
     def settings(self) -> Settings:

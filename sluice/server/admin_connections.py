@@ -1,0 +1,64 @@
+"""``GET /admin/connections``: the config's connections as an operator watches them:
+breaker state now, and since this process started, upstream attempts, the share that
+failed, and the mean time to first token of the requests each one served.
+
+The figures are this replica's (read from its metrics registry when asked, nothing
+counted twice); the breaker state too, as each replica keeps its own breaker.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from sluice.exchange.heads import JSON
+from sluice.server.admin import authorize
+
+if TYPE_CHECKING:
+    from sluice.server.app import Call, Gateway
+
+CONNECTIONS_PATH = "/admin/connections"
+_ENCODER = msgspec.json.Encoder()
+
+
+class ConnectionView(msgspec.Struct, kw_only=True):
+    id: str
+    provider: str
+    breaker: str
+    """``closed``, ``half_open`` or ``open``."""
+    requests: int
+    """Upstream attempts made on it (a skipped one is not an attempt)."""
+    failed: int
+    error_rate: float | None
+    """``failed / requests``; None before any."""
+    mean_ttft_ms: float | None
+
+
+class ConnectionList(msgspec.Struct, kw_only=True):
+    object: str = "list"
+    data: list[ConnectionView]
+
+
+async def connections(gw: Gateway, call: Call) -> None:
+    authorize(gw, call)
+    services = gw.services
+    now = services.clock()
+    stats = services.metrics.by_connection()
+    views = []
+    for conn in gw.settings.connections:
+        seen = stats.get(conn.id)
+        attempts, failed = (seen.attempts, seen.failed) if seen else (0, 0)
+        views.append(
+            ConnectionView(
+                id=conn.id,
+                provider=conn.provider,
+                breaker=services.router.breaker.state(conn.id, now).value,
+                requests=attempts,
+                failed=failed,
+                error_rate=failed / attempts if attempts else None,
+                mean_ttft_ms=seen.mean_ttft_ms if seen else None,
+            )
+        )
+    body = _ENCODER.encode(ConnectionList(data=views))
+    await call.writer.send(200, [*call.headers, JSON], body)

@@ -1,0 +1,149 @@
+// Activity: the requests in flight, fed by GET /v1/requests/live (server-sent events
+// read with fetch, parsed by the toolkit's SSEParser), their tokens, cost and elapsed
+// time updating while they stream; then the recent ones from the request-list API,
+// filterable; a row opens its whole record.
+import { SSEParser } from "./toolkit.js";
+import { el, ms, orDash, row, seconds, usd, when } from "./api.js";
+
+const $ = (id) => document.getElementById(id);
+const LIVE_INTERVAL_MS = 250;
+const RETRY_MS = 2000;
+
+export class Activity {
+  constructor(api, role) {
+    this.api = api;
+    this.role = role;
+    this.records = new Map();
+    this.feed = null;
+    this.selected = null;
+  }
+
+  start() {
+    $("filters").addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.refresh();
+    });
+    this.listen();
+    this.refresh();
+  }
+
+  stop() {
+    this.feed?.abort();
+  }
+
+  shown() {
+    this.refresh();
+  }
+
+  async listen() {
+    this.feed = new AbortController();
+    const signal = this.feed.signal;
+    while (!signal.aborted) {
+      try {
+        await this.readFeed(signal);
+      } catch (error) {
+        if (signal.aborted) return;
+        $("live-state").textContent = `(reconnecting: ${error.message})`;
+      }
+      await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+    }
+  }
+
+  async readFeed(signal) {
+    const response = await fetch(`/v1/requests/live?interval_ms=${LIVE_INTERVAL_MS}`, {
+      headers: this.api.headers({ Accept: "text/event-stream" }),
+      signal,
+    });
+    if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
+    $("live-state").textContent = "(live)";
+    const parser = new SSEParser();
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error("the feed ended");
+      for (const data of parser.feed(value)) this.snapshot(JSON.parse(data));
+    }
+  }
+
+  snapshot(event) {
+    const body = $("live").tBodies[0];
+    body.replaceChildren(...event.requests.map((record) => this.liveRow(record)));
+    if (event.requests.length === 0) body.append(row(["nothing in flight"], { class: "muted" }));
+    if (event.finished.length) this.refresh();
+    if (this.selected && event.requests.some((r) => r.id === this.selected)) this.open(this.selected);
+  }
+
+  liveRow(record) {
+    this.records.set(record.id, record);
+    const tr = row([
+      record.id, record.account_id, orDash(record.requested_model), seconds(record.duration_ms),
+      String(record.completion_tokens), usd(record.cost),
+    ], { "data-id": record.id, class: "clickable" });
+    tr.cells[4].classList.add("tokens");
+    tr.cells[5].classList.add("cost");
+    tr.onclick = () => this.open(record.id);
+    return tr;
+  }
+
+  async refresh() {
+    const query = new URLSearchParams({ limit: "50" });
+    if ($("filter-status").value) query.set("status", $("filter-status").value);
+    if ($("filter-model").value.trim()) query.set("model", $("filter-model").value.trim());
+    const path = this.role === "admin" ? "/admin/requests" : "/v1/requests";
+    try {
+      const page = await this.api.json(`${path}?${query}`);
+      $("recent").tBodies[0].replaceChildren(...page.data.map((record) => this.recentRow(record)));
+      if (this.selected && this.records.has(this.selected)) this.open(this.selected);
+    } catch (error) {
+      $("recent").tBodies[0].replaceChildren(row([`could not list: ${error.message}`], { class: "error" }));
+    }
+  }
+
+  recentRow(record) {
+    this.records.set(record.id, record);
+    const tokens = `${record.prompt_tokens} + ${record.completion_tokens}`;
+    const tr = row([
+      record.id, when(record.created_at), orDash(record.served_model ?? record.requested_model),
+      statusOf(record), tokens, usd(record.cost), ms(record.ttft_ms),
+    ], { "data-id": record.id, class: "clickable" });
+    tr.cells[3].classList.add("status");
+    tr.onclick = () => this.open(record.id);
+    return tr;
+  }
+
+  open(id) {
+    const record = this.records.get(id);
+    if (!record) return;
+    this.selected = id;
+    $("record").hidden = false;
+    $("record-id").textContent = id;
+    const refund = record.credits_held === null || record.credits_charged === null
+      ? null : record.credits_held - record.credits_charged;
+    const summary = [
+      ["Status", statusOf(record)], ["HTTP status", record.http_status || "–"],
+      ["Model", `${orDash(record.requested_model)} → ${orDash(record.served_model)}`],
+      ["Route", `${orDash(record.route)} ${record.route_name ? `(${record.route_name})` : ""}`],
+      ["Provider", `${orDash(record.provider)} via ${orDash(record.connection)}`],
+      ["Tokens", `${record.prompt_tokens} in, ${record.completion_tokens} out`],
+      ["Cost", usd(record.cost)], ["Held", usd(record.credits_held)],
+      ["Charged", usd(record.credits_charged)], ["Refunded", usd(refund)],
+      ["Cancel", orDash(record.disconnect)], ["TTFT", ms(record.ttft_ms)],
+      ["Duration", ms(record.duration_ms)],
+      ["Error", record.error_type ? `${record.error_type} ${orDash(record.error_code)}: ${orDash(record.error_message)}` : "–"],
+    ];
+    $("record-summary").replaceChildren(...summary.flatMap(([name, value]) => [
+      el("dt", name), el("dd", value, { "data-field": name.toLowerCase().replace(/ /g, "-") }),
+    ]));
+    $("record-attempts").tBodies[0].replaceChildren(...record.attempts.map((a) => row([
+      orDash(a.position), orDash(a.connection), orDash(a.provider), orDash(a.outcome),
+      ms(a.latency_ms), orDash(a.code),
+    ])));
+    const notes = record.guardrails.map((g) => el("li", `${g.name} (${g.stage}): ${g.action}, ${g.outcome}`));
+    $("record-guardrails").replaceChildren(...(notes.length ? notes : [el("li", "none", { class: "muted" })]));
+  }
+}
+
+/** The status as a person reads it: a cancelled stream says so. */
+function statusOf(record) {
+  return record.disconnect === "cancel" && record.status !== "complete" ? "cancelled" : record.status;
+}

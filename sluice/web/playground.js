@@ -1,0 +1,105 @@
+// The playground: a model from /v1/models, a prompt, the answer streamed through
+// fetch + ReadableStream by the consumer toolkit (reasoning and tool-call fragments
+// shown as they assemble), Stop aborting the fetch, and the end state with its numbers.
+import { streamChat } from "./toolkit.js";
+import { el, orDash, usd } from "./api.js";
+
+const $ = (id) => document.getElementById(id);
+
+const OUTCOMES = Object.freeze({
+  complete: "Complete.",
+  truncated: "Truncated: the answer reached its token limit (finish_reason length).",
+  incomplete: "Incomplete: the stream ended before its finish_reason and [DONE].",
+  error: "Error event: the gateway ended the stream with an error.",
+});
+
+export class Playground {
+  constructor(api, onFinished) {
+    this.api = api;
+    this.onFinished = onFinished;
+    this.abort = null;
+    this.tools = new Map();
+  }
+
+  async start() {
+    $("chat-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.send();
+    });
+    $("stop").addEventListener("click", () => this.abort?.abort());
+    const models = await this.api.json("/v1/models");
+    const select = $("model");
+    select.replaceChildren(...models.data.map((model) => el("option", model.id, { value: model.id })));
+  }
+
+  reset() {
+    $("answer").textContent = "";
+    $("reasoning").textContent = "";
+    $("reasoning").hidden = true;
+    $("tool-calls").textContent = "";
+    $("tool-calls").hidden = true;
+    $("outcome").textContent = "";
+    $("outcome").className = "outcome";
+    for (const id of ["stat-ttft", "stat-rate", "stat-tokens", "stat-cost", "stat-request"]) $(id).textContent = "–";
+    $("stat-state").textContent = "streaming";
+    this.tools.clear();
+  }
+
+  async send() {
+    this.reset();
+    this.abort = new AbortController();
+    $("send").disabled = true;
+    $("stop").disabled = false;
+    const maxTokens = Number($("max-tokens").value);
+    const fields = Number.isInteger(maxTokens) && maxTokens > 0 ? { max_tokens: maxTokens } : {};
+    try {
+      const result = await streamChat({
+        baseUrl: `${location.origin}/v1`,
+        apiKey: this.api.key,
+        model: $("model").value,
+        messages: [{ role: "user", content: $("prompt").value }],
+        fields,
+        signal: this.abort.signal,
+        onEvent: (event) => this.onEvent(event),
+      });
+      this.finish(result);
+    } finally {
+      $("send").disabled = false;
+      $("stop").disabled = true;
+      this.abort = null;
+      this.onFinished();
+    }
+  }
+
+  onEvent(event) {
+    if (event.type === "content") $("answer").append(event.text);
+    else if (event.type === "reasoning") {
+      $("reasoning").hidden = false;
+      $("reasoning").append(event.text);
+    } else if (event.type === "tool_call") this.toolFragment(event);
+  }
+
+  toolFragment(event) {
+    const call = this.tools.get(event.index) ?? { name: "", arguments: "" };
+    if (event.name) call.name = event.name;
+    call.arguments += event.arguments;
+    this.tools.set(event.index, call);
+    $("tool-calls").hidden = false;
+    $("tool-calls").textContent = [...this.tools.values()].map((c) => `${c.name}(${c.arguments})`).join("\n");
+  }
+
+  finish(result) {
+    const cancelled = result.error?.type === "cancelled";
+    $("stat-state").textContent = cancelled ? "cancelled" : result.state;
+    const outcome = $("outcome");
+    outcome.className = `outcome state-${result.state}`;
+    outcome.textContent = cancelled ? "Stopped: the request was cancelled." : OUTCOMES[result.state];
+    if (result.error && !cancelled) outcome.textContent += ` ${result.error.type}: ${result.error.message}`;
+    $("stat-ttft").textContent = result.ttft === null ? "–" : `${Math.round(result.ttft * 1000)} ms`;
+    $("stat-rate").textContent = result.tokensPerSecond === null ? "–" : result.tokensPerSecond.toFixed(1);
+    const usage = result.usage;
+    $("stat-tokens").textContent = usage ? `${usage.promptTokens} in, ${usage.completionTokens} out` : "–";
+    $("stat-cost").textContent = usage && usage.cost !== null ? usd(usage.cost) : "–";
+    $("stat-request").textContent = orDash(result.requestId);
+  }
+}

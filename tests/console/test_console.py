@@ -1,0 +1,227 @@
+"""The web console in a real browser (headless chromium through Playwright) against a
+real gateway: the playground streams a demo answer and shows its numbers, Stop cancels
+and the activity page shows the refund, a live request's token counter rises while it
+streams, and the operator view lists a key made through the admin API."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from playwright.async_api import Page, Route, expect
+
+from tests.console.conftest import screenshot
+from tests.server.test_admin import ADMIN, ENV
+from tests.support.accounts import metered_key
+from tests.support.gateway import running_gateway
+from tests.support.raw_http import RawClient, exchange, get, post
+
+SLOW_DEMO = (
+    '[[connections]]\nid = "conn_demo"\nprovider = "demo"\n'
+    "options = { first_token_ms = 50, token_ms = 60 }\n"
+)
+FUNDS = 10**9
+
+
+def base(gw: object) -> str:
+    return f"http://{gw.host}:{gw.port}"  # type: ignore[attr-defined]
+
+
+async def sign_in(page: Page, url: str, key: str) -> None:
+    answer = await page.goto(url + "/")
+    assert answer is not None and answer.status == 200
+    assert "script-src 'self'" in answer.headers["content-security-policy"]
+    await page.fill("#key-input", key)
+    await page.click("#sign-in-button")
+    await expect(page.locator("#app")).to_be_visible()
+
+
+async def test_the_playground_streams_a_demo_answer_with_its_numbers(
+    tmp_path: Path, page: Page
+) -> None:
+    async with running_gateway(tmp_path) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        await sign_in(page, base(gw), key)
+        await expect(page.locator("#model option")).to_have_count(2)
+        await page.select_option("#model", "sluice/demo")
+        await page.fill("#max-tokens", "256")
+        await page.click("#send")
+        await expect(page.locator("#stat-state")).to_have_text("complete", timeout=15_000)
+        await expect(page.locator("#outcome")).to_have_text("Complete.")
+        ttft = await page.text_content("#stat-ttft")
+        cost = await page.text_content("#stat-cost")
+        request_id = await page.text_content("#stat-request")
+        answer = await page.text_content("#answer")
+        assert await page.evaluate("sessionStorage.getItem('sluice.console')") is not None
+        assert key not in page.url and await page.context.cookies() == []
+        await screenshot(page, "playground")
+        row = (await exchange(gw.host, gw.port, get(f"/v1/requests/{request_id}", key))).json()
+    assert ttft is not None and ttft.endswith(" ms") and int(ttft.split()[0]) >= 0
+    assert answer and len(answer.split()) > 5
+    assert cost == f"${row['cost']:.6f}" and row["cost"] > 0
+
+
+async def test_stop_cancels_and_the_activity_page_shows_the_refund(
+    tmp_path: Path, page: Page
+) -> None:
+    async with running_gateway(tmp_path, SLOW_DEMO) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        await sign_in(page, base(gw), key)
+        await page.select_option("#model", "sluice/demo")
+        await page.fill("#max-tokens", "400")
+        await page.click("#send")
+        await expect(page.locator("#answer")).not_to_be_empty(timeout=10_000)
+        await page.click("#stop")
+        await expect(page.locator("#stat-state")).to_have_text("cancelled")
+        request_id = await page.text_content("#stat-request")
+        assert request_id is not None and request_id.startswith("req_")
+        await page.click("#tabs button[data-tab=activity]")
+        recent = page.locator(f"#recent tr[data-id={request_id}]")
+        await expect(recent.locator(".status")).to_have_text("cancelled", timeout=10_000)
+        await recent.click()
+        summary = page.locator("#record-summary")
+        await expect(summary.locator("[data-field=cancel]")).to_have_text("cancel")
+        refunded = await summary.locator("[data-field=refunded]").text_content()
+        await screenshot(page, "activity")
+        row = (await exchange(gw.host, gw.port, get(f"/v1/requests/{request_id}", key))).json()
+    assert row["status"] == "cancelled" and row["disconnect"] == "cancel"
+    refund = row["credits_held"] - row["credits_charged"]
+    assert refund > 0 and refunded == f"${refund:.6f}"
+
+
+async def test_a_live_requests_token_counter_rises_while_it_streams(
+    tmp_path: Path, page: Page
+) -> None:
+    async with running_gateway(tmp_path, SLOW_DEMO) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        await sign_in(page, base(gw), key)
+        await page.click("#tabs button[data-tab=activity]")
+        await expect(page.locator("#live-state")).to_have_text("(live)")
+        body = {"model": "sluice/demo", "max_tokens": 80, "stream": True}
+        body["messages"] = [{"role": "user", "content": "hi"}]
+        client = await RawClient.connect(gw.host, gw.port)
+        await client.send(post("/v1/chat/completions", json.dumps(body).encode(), key))
+        _, headers = await client.read_head()
+        request_id = headers["x-request-id"]
+        reader = asyncio.create_task(drain(client))
+        tokens = page.locator(f"#live tr[data-id={request_id}] .tokens")
+        seen: list[int] = []
+        while not reader.done():
+            if await tokens.count():
+                text = await tokens.first.text_content(timeout=1000)
+                if text and (not seen or int(text) != seen[-1]):
+                    seen.append(int(text))
+                    if len(seen) == 3:
+                        await screenshot(page, "live")
+            await asyncio.sleep(0.05)
+        await reader
+        await expect(page.locator(f"#recent tr[data-id={request_id}] .status")).to_have_text(
+            "complete", timeout=10_000
+        )
+    rises = sum(1 for a, b in itertools.pairwise(seen) if b > a)
+    assert rises >= 3, seen
+
+
+async def drain(client: RawClient) -> None:
+    while await client.read_chunk() is not None:
+        pass
+    await client.close()
+
+
+async def test_the_operator_view_lists_a_key_made_through_the_admin_api(
+    tmp_path: Path, page: Page
+) -> None:
+    async with running_gateway(tmp_path, env=ENV) as gw:
+        account = {"name": "acme", "credits": 5}
+        made = await exchange(gw.host, gw.port, admin_post("/admin/accounts", account))
+        assert made.status == 201, made.body
+        key_doc = {"label": "web", "budget": 2.5, "budget_period": "monthly"}
+        made = await exchange(gw.host, gw.port, admin_post("/admin/accounts/acme/keys", key_doc))
+        assert made.status == 201, made.body
+        key = made.json()
+        chat = {"model": "sluice/demo-fast", "messages": [{"role": "user", "content": "hi"}]}
+        spent = await exchange(
+            gw.host, gw.port, post("/v1/chat/completions", json.dumps(chat).encode(), key["key"])
+        )
+        assert spent.status == 200, spent.body
+        await sign_in(page, base(gw), ADMIN)
+        await expect(page.locator("#tabs button[data-tab=playground]")).to_be_hidden()
+        await page.click("#tabs button[data-tab=operator]")
+        await page.click("#accounts tr[data-name=acme]")
+        listed = page.locator(f"#keys tr[data-prefix='{key['prefix']}']")
+        await expect(listed).to_contain_text("web")
+        await expect(listed).to_contain_text("$2.500000 monthly")
+        demo = page.locator("#connections tr[data-id=conn_demo]")
+        await expect(demo).to_contain_text("closed")
+        await expect(demo.locator("td").nth(3)).to_have_text("1")
+        await expect(page.locator("#spend-chart")).to_have_attribute("data-days", "1")
+        await expect(page.locator("#spend-total")).to_contain_text("1 requests")
+        await screenshot(page, "operator")
+
+
+def admin_post(path: str, doc: object) -> bytes:
+    return post(path, json.dumps(doc).encode(), ADMIN)
+
+
+async def test_the_api_page_renders_the_gateways_own_document(tmp_path: Path, page: Page) -> None:
+    async with running_gateway(tmp_path) as gw:
+        answer = await page.goto(base(gw) + "/docs")
+        assert answer is not None and answer.status == 200
+        assert "default-src 'none'" in answer.headers["content-security-policy"]
+        await expect(page.locator("body")).to_have_attribute("data-ready", "true")
+        chat = page.locator("details[data-path='/v1/chat/completions'][data-method=post]")
+        await chat.click()
+        await expect(chat).to_contain_text("ChatRequest")
+        await expect(page.locator("#schema-ChatRequest")).to_contain_text("messages")
+        await screenshot(page, "docs")
+
+
+def cut(stream: bytes, keep: int) -> bytes:
+    """The first ``keep`` events of a recorded stream: no finish_reason, no [DONE]."""
+    return b"".join(event + b"\n\n" for event in stream.split(b"\n\n")[:keep])
+
+
+async def test_the_playground_names_every_end_state(tmp_path: Path, page: Page) -> None:
+    async with running_gateway(tmp_path) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        body = {
+            "model": "sluice/demo",
+            "stream": True,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+        recorded = await exchange(
+            gw.host, gw.port, post("/v1/chat/completions", json.dumps(body).encode(), key)
+        )
+        await sign_in(page, base(gw), key)
+        await page.select_option("#model", "sluice/demo")
+        await page.fill("#max-tokens", "3")
+        await page.click("#send")
+        await expect(page.locator("#stat-state")).to_have_text("truncated", timeout=10_000)
+        await expect(page.locator("#outcome")).to_contain_text("token limit")
+        endings = {
+            "incomplete": cut(recorded.body, 4),
+            "error": cut(recorded.body, 3)
+            + b'data: {"error":{"type":"upstream_error","code":"upstream_stream_failed",'
+            b'"message":"The provider stream failed.","param":null}}\n\n',
+        }
+        for state, stream in endings.items():
+            await page.route("**/v1/chat/completions", answer_with(stream))
+            await page.fill("#max-tokens", "256")
+            await page.click("#send")
+            await expect(page.locator("#stat-state")).to_have_text(state, timeout=10_000)
+            await expect(page.locator("#answer")).not_to_be_empty()
+            await page.unroute("**/v1/chat/completions")
+        await expect(page.locator("#outcome")).to_contain_text("The provider stream failed.")
+        await screenshot(page, "end-states")
+
+
+def answer_with(stream: bytes) -> Callable[[Route], Awaitable[None]]:
+    """A route handler that answers the page's chat request with ``stream``."""
+
+    async def fulfill(route: Route) -> None:
+        await route.fulfill(status=200, headers={"content-type": "text/event-stream"}, body=stream)
+
+    return fulfill

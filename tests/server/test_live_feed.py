@@ -1,0 +1,166 @@
+"""``GET /v1/requests/live``: server-sent snapshots of the requests in flight, an
+account's own with an API key and every account's with the admin key, tokens rising
+while a stream runs, the id listed as finished once it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.server.test_admin import ADMIN, ENV
+from tests.support.accounts import metered_key
+from tests.support.fake_openai import chunk
+from tests.support.fake_upstream import FakeUpstream, Reply, Step, WaitFor
+from tests.support.gateway import openai_connection_toml, running_gateway
+from tests.support.raw_http import RawClient, exchange, get, post
+
+BODY = json.dumps(
+    {"model": "test/gpt-fake", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+).encode()
+SERVER = "[server]\nport = 0\nsse_keepalive_interval = 0\n"
+
+
+class Feed:
+    """A reader of the live feed over one raw connection."""
+
+    def __init__(self, client: RawClient) -> None:
+        self.client = client
+
+    @classmethod
+    async def open(cls, host: str, port: int, token: str, query: str = "") -> Feed:
+        client = await RawClient.connect(host, port)
+        await client.send(get(f"/v1/requests/live{query}", token))
+        status, headers = await client.read_head()
+        assert status == 200
+        assert headers["content-type"] == "text/event-stream; charset=utf-8"
+        return cls(client)
+
+    async def next(self) -> dict[str, Any]:
+        data = await asyncio.wait_for(self.client.read_chunk(), 5)
+        assert data is not None
+        event, payload = data.decode().rstrip("\n").split("\n")
+        assert event == "event: requests"
+        parsed: dict[str, Any] = json.loads(payload.removeprefix("data: "))
+        return parsed
+
+    async def until(self, wanted: str) -> dict[str, Any]:
+        """The first snapshot taken from now on that lists request ``wanted`` in flight
+        (those queued before are stale)."""
+        now = time.time()
+        for _ in range(100):
+            snapshot = await self.next()
+            listed = any(row["id"] == wanted for row in snapshot["requests"])
+            if listed and snapshot["at"] >= now:
+                return snapshot
+        raise AssertionError(f"{wanted} never appeared")
+
+
+def gated_stream(gates: list[asyncio.Event]) -> list[Step]:
+    steps: list[Step] = [chunk(role="assistant", content="")]
+    for gate in gates:
+        steps += [chunk(content="word " * 20), WaitFor(gate)]
+    steps.append(chunk(finish="stop"))
+    return steps
+
+
+async def test_an_account_watches_its_stream_rise_and_finish(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    gates = [asyncio.Event() for _ in range(3)]
+    fake.queue(Reply.stream(*gated_stream(gates)))
+    async with running_gateway(tmp_path, SERVER + openai_connection_toml(fake.base_url)) as gw:
+        key = await metered_key(gw.gateway.store, "team", 10**9)
+        other = await metered_key(gw.gateway.store, "other", 10**9)
+        feed = await Feed.open(gw.host, gw.port, key, "?interval_ms=100")
+        theirs = await Feed.open(gw.host, gw.port, other, "?interval_ms=100")
+        client = await RawClient.connect(gw.host, gw.port)
+        await client.send(post("/v1/chat/completions", BODY, key))
+        _, headers = await client.read_head()
+        request_id = headers["x-request-id"]
+        counts = []
+        for gate in gates:
+            await asyncio.sleep(0.15)  # the chunk before the gate is through
+            snapshot = await feed.until(request_id)
+            (row,) = snapshot["requests"]
+            assert row["status"] == "in_progress" and row["requested_model"] == "test/gpt-fake"
+            counts.append((row["completion_tokens"], row["duration_ms"]))
+            gate.set()
+        while await client.read_chunk() is not None:
+            pass
+        await client.close()
+        for _ in range(20):
+            snapshot = await feed.next()
+            if request_id in snapshot["finished"]:
+                break
+        else:
+            raise AssertionError("the request never finished")
+        assert snapshot["requests"] == []
+        other_view = [await theirs.next() for _ in range(3)]
+        await feed.client.close()
+        await theirs.client.close()
+    tokens = [count for count, _ in counts]
+    assert 0 < tokens[0] < tokens[1] < tokens[2], tokens
+    assert counts[0][1] < counts[2][1]  # elapsed time grows
+    assert all(view["requests"] == [] for view in other_view)
+
+
+async def test_the_admin_key_watches_every_account(tmp_path: Path, fake: FakeUpstream) -> None:
+    gates = [asyncio.Event(), asyncio.Event()]
+    fake.queue(Reply.stream(*gated_stream(gates[:1])), Reply.stream(*gated_stream(gates[1:])))
+    config = SERVER + openai_connection_toml(fake.base_url)
+    async with running_gateway(tmp_path, config, env=ENV) as gw:
+        keys = [await metered_key(gw.gateway.store, name, 10**9) for name in ("a", "b")]
+        feed = await Feed.open(gw.host, gw.port, ADMIN, "?interval_ms=100")
+        clients = []
+        for key in keys:
+            client = await RawClient.connect(gw.host, gw.port)
+            await client.send(post("/v1/chat/completions", BODY, key))
+            await client.read_head()
+            clients.append(client)
+        for _ in range(50):
+            snapshot = await feed.next()
+            if len(snapshot["requests"]) == 2:
+                break
+        accounts = {row["account_id"] for row in snapshot["requests"]}
+        for gate in gates:
+            gate.set()
+        for client in clients:
+            while await client.read_chunk() is not None:
+                pass
+            await client.close()
+        await feed.client.close()
+    assert len(accounts) == 2
+
+
+async def test_the_feed_ends_when_the_gateway_stops(tmp_path: Path) -> None:
+    async with running_gateway(tmp_path, SERVER) as gw:
+        key = await metered_key(gw.gateway.store, "team", 10**9)
+        feed = await Feed.open(gw.host, gw.port, key, "?interval_ms=100")
+        assert (await feed.next())["requests"] == []
+    ended = False
+    for _ in range(100):
+        try:
+            data = await asyncio.wait_for(feed.client.read_chunk(), 5)
+        except ConnectionError:
+            ended = True
+            break
+        if data is None:
+            ended = True
+            break
+    await feed.client.close()
+    assert ended
+
+
+async def test_no_key_a_wrong_key_and_a_bad_interval_are_refused(tmp_path: Path) -> None:
+    async with running_gateway(tmp_path, SERVER, env=ENV) as gw:
+        key = await metered_key(gw.gateway.store, "team", 10**9)
+        keyless = await exchange(gw.host, gw.port, get("/v1/requests/live", None))
+        wrong = await exchange(gw.host, gw.port, get("/v1/requests/live", "sk-nope"))
+        bad = await exchange(gw.host, gw.port, get("/v1/requests/live?interval_ms=5", key))
+        unknown = await exchange(gw.host, gw.port, get("/v1/requests/live?x=1", key))
+    assert keyless.status == 401 and wrong.status == 401
+    assert bad.status == 400 and bad.json()["error"]["code"] == "invalid_interval"
+    assert unknown.status == 400 and unknown.json()["error"]["param"] == "x"
