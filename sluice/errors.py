@@ -50,6 +50,9 @@ class ApiError(SluiceError):
         self.param = param
         self.retry_after = retry_after
         self.http_status = http_status if http_status is not None else self.status
+        self.upstream_code: str | None = None
+        """What an upstream called the error it answered with (its code or type), for
+        the operator's log only: never sent to a client."""
 
 
 class InternalError(ApiError):

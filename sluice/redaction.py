@@ -65,4 +65,6 @@ class Redactor:
             err.code = self.text(err.code)
         if err.param is not None:
             err.param = self.text(err.param)
+        if err.upstream_code is not None:
+            err.upstream_code = self.text(err.upstream_code)
         return err

@@ -62,6 +62,21 @@ def error_for_status(
     param: str | None = None,
     retry_after: float | None = None,
 ) -> ApiError:
+    """Ours for an upstream's error answer; ``code`` is the upstream's own code or type,
+    kept as ``upstream_code`` for the operator's log."""
+    err = _for_status(status, message, code=code, param=param, retry_after=retry_after)
+    err.upstream_code = code
+    return err
+
+
+def _for_status(
+    status: int,
+    message: str | None,
+    *,
+    code: str | None,
+    param: str | None,
+    retry_after: float | None,
+) -> ApiError:
     detail = message or f"The provider answered HTTP {status}."
     if status in _CLIENT_FAULT:
         return InvalidRequestError(detail, code=code, param=param)

@@ -30,7 +30,7 @@ from sluice.routing.breaker import Breaker
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.policy import weighted_order
 from sluice.routing.upstream import UpstreamStream
-from sluice.transport.failures import RequestNotSentError, deadline_error
+from sluice.transport.failures import RequestNotSentError, deadline_error, log_refusal
 from sluice.transport.http import HttpTransport, UpstreamResponse
 from sluice.wire.chat import ChatRequest
 
@@ -279,6 +279,7 @@ class Router:
                 err = error_for_status(
                     resp.status, None, retry_after=retry_after_seconds(resp.headers)
                 )
+            log_refusal(upstream.url, resp.status, self.scrub(err, target))
             raise err
         return resp
 

@@ -40,6 +40,24 @@ def log_failure(url: str, exc: BaseException) -> None:
     _upstream_log.warning("upstream %s:%s failed: %s", parsed.host, parsed.port, reason)
 
 
+def log_refusal(url: str, status: int, err: ApiError) -> None:
+    """An upstream that answered with an error status, for the operator: host and port,
+    the status, the upstream's own error code (quoted and cut short: it is the upstream's
+    word, already scrubbed of the request's credentials) and what it became, never its
+    message (it can quote the prompt)."""
+    parsed = URL(url, encoded=True)
+    theirs = None if err.upstream_code is None else err.upstream_code[:64]
+    _upstream_log.warning(
+        "upstream %s:%s answered HTTP %d (%r): %s %s",
+        parsed.host,
+        parsed.port,
+        status,
+        theirs,
+        err.type,
+        err.code,
+    )
+
+
 def map_client_error(exc: BaseException, connecting: bool) -> ApiError:
     """aiohttp and socket failures, in our terms. ``connecting``: before the response head."""
     if isinstance(exc, aiohttp.ConnectionTimeoutError):

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.gateway import running_gateway
+from tests.support.fake_upstream import FakeUpstream, Reply
+from tests.support.gateway import UPSTREAM_KEY, openai_connection_toml, running_gateway
 from tests.support.raw_http import exchange
 from tests.support.raw_http import post as raw_post
 
@@ -133,3 +134,31 @@ async def test_an_unreachable_upstream_is_logged_with_its_host_port_and_reason(
     assert answer.status >= 500
     assert any("upstream 127.0.0.1:9 failed: " in line and "errno" in line for line in lines), lines
     assert all(CANARY_KEY not in line and CANARY_PROMPT not in line for line in lines)
+    assert all(UPSTREAM_KEY not in line for line in lines)
+
+
+async def test_an_upstream_error_answer_is_logged_with_its_status_and_type(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, fake: FakeUpstream
+) -> None:
+    caplog.set_level(logging.WARNING, "sluice.upstream")
+    quoted = f"you sent {CANARY_PROMPT} with {CANARY_KEY}"
+    code = f"overloaded\nforged {UPSTREAM_KEY}"
+    error = {"error": {"message": quoted, "type": "server_error", "code": code}}
+    fake.queue(Reply.json(error, status=500))
+    async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
+        assert gw.dev_key is not None
+        body = json.dumps(
+            {"model": "test/gpt-fake", "messages": [{"role": "user", "content": CANARY_PROMPT}]}
+        )
+        answer = await exchange(
+            gw.host, gw.port, raw_post("/v1/chat/completions", body.encode(), gw.dev_key.key)
+        )
+    lines = [r.getMessage() for r in caplog.records if r.name == "sluice.upstream"]
+    assert answer.status == 502
+    port = fake.base_url.rsplit(":", 1)[1].split("/")[0]
+    assert lines == [
+        f"upstream 127.0.0.1:{port} answered HTTP 500 ('overloaded\\nforged [redacted]'): "
+        "upstream_error upstream_http_error"
+    ]
+    assert all(CANARY_KEY not in line and CANARY_PROMPT not in line for line in lines)
+    assert all(UPSTREAM_KEY not in line for line in lines)
