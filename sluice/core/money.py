@@ -12,7 +12,14 @@ def usd_from_nano(nano: int) -> float:
 
 
 MAX_AMOUNT_USD = 10**9
-"""The largest amount one credit or debit may move (a balance stays far inside int64)."""
+"""The largest amount one credit or debit may move, and the largest balance either way
+(in nano-USD, :data:`MAX_BALANCE_NANO`, far inside int64 with every hold beside it)."""
+MAX_BALANCE_NANO = MAX_AMOUNT_USD * NANO_PER_USD
+
+
+def balance_out_of_range(balance: int, amount: int) -> bool:
+    """``amount`` added to ``balance`` would leave it past :data:`MAX_BALANCE_NANO`."""
+    return abs(balance + amount) > MAX_BALANCE_NANO
 
 
 def nano_from_usd_text(text: str) -> int:

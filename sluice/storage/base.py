@@ -21,6 +21,7 @@ import msgspec
 
 from sluice.config import PriceConfig
 from sluice.core.connection import Timeouts
+from sluice.core.money import MAX_AMOUNT_USD
 from sluice.core.principal import (
     NO_ACCOUNT_POLICY,
     NO_POLICY,
@@ -28,7 +29,7 @@ from sluice.core.principal import (
     KeyPolicy,
     Principal,
 )
-from sluice.errors import ConflictError
+from sluice.errors import ConflictError, InvalidRequestError
 from sluice.storage.budgets import Budget
 from sluice.storage.spend import SpendAfter, SpendBy, SpendFilters, SpendGroup, SpendTotal
 
@@ -383,3 +384,12 @@ class Store(Protocol):
         """Up to ``limit`` accounts in account-id order, those after id ``after`` (all
         from the first when None): a stable order a cursor can resume."""
         ...
+
+
+def balance_limit_error() -> InvalidRequestError:
+    """A credit or debit that would leave a balance past what one may hold."""
+    return InvalidRequestError(
+        f"A balance stays within ${MAX_AMOUNT_USD:,} either way; this amount would pass it.",
+        code="balance_out_of_range",
+        param="amount",
+    )

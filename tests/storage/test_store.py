@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from sluice.accounts.keys import key_digest, key_prefix, new_key
-from sluice.errors import ConflictError, NotFoundError
+from sluice.core.money import MAX_AMOUNT_USD
+from sluice.errors import ConflictError, InvalidRequestError, NotFoundError
 from sluice.storage.base import (
     ConstraintViolationError,
     HoldRequest,
@@ -71,6 +72,24 @@ async def test_credits_and_balances(store: Store) -> None:
     assert (after.balance, after.held, after.available) == (7 * USD, 0, 7 * USD)
     with pytest.raises(NotFoundError):
         await store.add_credits("nobody", USD, now=2, note="x")
+    assert await store.reconcile() == []
+
+
+async def test_a_balance_never_passes_its_bound(store: Store) -> None:
+    """Eleven top-ups of the largest amount would pass int64 on SQLite (stored as a
+    float from then on); the one that would pass the bound is refused, nothing written."""
+    await account(store, credits=0)
+    top = MAX_AMOUNT_USD * USD
+    await store.add_credits("team", top, now=2, note="top-up")
+    for amount in (1, top):
+        with pytest.raises(InvalidRequestError) as refused:
+            await store.add_credits("team", amount, now=3, note="too much")
+        assert refused.value.code == "balance_out_of_range"
+    low = await store.add_credits("team", -2 * top, now=4, note="down")
+    with pytest.raises(InvalidRequestError):
+        await store.add_credits("team", -1, now=5, note="too little")
+    stored = await store.get_account("team")
+    assert stored is not None and (low.balance, stored.balance) == (-top, -top)
     assert await store.reconcile() == []
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncpg
 
+from sluice.core.money import balance_out_of_range
 from sluice.core.principal import (
     NO_ACCOUNT_POLICY,
     NO_POLICY,
@@ -19,7 +20,7 @@ from sluice.core.principal import (
     policy_json,
 )
 from sluice.errors import ConfigError, ConflictError, NotFoundError
-from sluice.storage.base import Account, KeyInfo, KeyPosition, one_key
+from sluice.storage.base import Account, KeyInfo, KeyPosition, balance_limit_error, one_key
 from sluice.storage.budgets import KEY_SPENT_SQL
 from sluice.storage.migrations import migration_scripts
 from sluice.storage.postgres.holds import PostgresHolds
@@ -159,13 +160,17 @@ class PostgresStore(PostgresHolds):
 
     async def add_credits(self, name: str, amount: int, *, now: int, note: str) -> Account:
         async with self.pool.acquire() as conn, conn.transaction():
-            account_id = await conn.fetchval(
-                "UPDATE accounts SET balance = balance + $1 WHERE name = $2 RETURNING id",
-                amount,
-                name,
+            found = await conn.fetchrow(
+                "SELECT id, balance FROM accounts WHERE name = $1 FOR UPDATE", name
             )
-            if account_id is None:
+            if found is None:
                 raise NotFoundError(f"No account named '{name}'.", code="account_not_found")
+            account_id = found["id"]
+            if balance_out_of_range(found["balance"], amount):
+                raise balance_limit_error()
+            await conn.execute(
+                "UPDATE accounts SET balance = balance + $1 WHERE id = $2", amount, account_id
+            )
             await conn.execute(
                 "INSERT INTO ledger (account_id, kind, amount, created_at, note) "
                 "VALUES ($1, 'credit', $2, $3, $4)",

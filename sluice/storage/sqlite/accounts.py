@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from sluice.core.money import balance_out_of_range
 from sluice.core.principal import (
     NO_ACCOUNT_POLICY,
     NO_POLICY,
@@ -15,7 +16,7 @@ from sluice.core.principal import (
     policy_json,
 )
 from sluice.errors import ConflictError, NotFoundError
-from sluice.storage.base import Account, KeyInfo, KeyPosition, one_key
+from sluice.storage.base import Account, KeyInfo, KeyPosition, balance_limit_error, one_key
 from sluice.storage.budgets import KEY_SPENT_SQL
 from sluice.storage.sqlite.connection import Row, SqliteBase, Tx
 
@@ -130,9 +131,11 @@ class SqliteAccounts(SqliteBase):
 
     async def add_credits(self, name: str, amount: int, *, now: int, note: str) -> Account:
         def work(tx: Tx) -> Account:
-            found = tx.one("SELECT id FROM accounts WHERE name = ?", (name,))
+            found = tx.one("SELECT id, balance FROM accounts WHERE name = ?", (name,))
             if found is None:
                 raise NotFoundError(f"No account named '{name}'.", code="account_not_found")
+            if balance_out_of_range(found[1], amount):
+                raise balance_limit_error()
             tx.execute("UPDATE accounts SET balance = balance + ? WHERE id = ?", (amount, found[0]))
             tx.execute(
                 "INSERT INTO ledger (account_id, kind, amount, created_at, note) "
