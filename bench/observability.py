@@ -6,7 +6,7 @@ scraping, JSON logs and tracing on, beside all of them off, in one sitting.
 Issue 15's proof, on the peer kit (``../shared/bench`` or ``--kit``/``KIT``; without
 it, this repository's ``bench/fake_upstream.py``, the same stream). Core 0 runs the
 fake upstream, a tiny OTLP/HTTP collector (``bench/otlp_collector.py``) and
-the load generator of ``bench/messages_vs_chat.py``; core 1 runs five ``sluice serve``
+the load generator of ``bench/messages_vs_chat.py``; core 1 runs six ``sluice serve``
 processes over ``bench/sluice-bench.toml``, one per variant, each with its own home and
 the same admin key:
 
@@ -17,6 +17,7 @@ the same admin key:
 * ``json-logs``: ``--log-format json --log-level info``, stderr to a file, one access
   line per request;
 * ``tracing``: ``[telemetry] otlp_endpoint`` pointing at the collector;
+* ``tracing-10%``: the same with ``sample_ratio = 0.1``;
 * ``all``: the three together.
 
 Every rep runs streamed ``/v1/chat/completions`` through each variant at each
@@ -80,6 +81,8 @@ class Variant:
     scrape: bool = False
     json_logs: bool = False
     tracing: bool = False
+    sample_ratio: float = 1.0
+    """``[telemetry] sample_ratio`` of a tracing variant."""
 
 
 VARIANTS = (
@@ -87,6 +90,7 @@ VARIANTS = (
     Variant("metrics", scrape=True),
     Variant("json-logs", json_logs=True),
     Variant("tracing", tracing=True),
+    Variant("tracing-10%", tracing=True, sample_ratio=0.1),
     Variant("all", scrape=True, json_logs=True, tracing=True),
 )
 
@@ -116,6 +120,7 @@ def config_file(variant: Variant, home: Path) -> Path:
         text += (
             f'\n[telemetry]\notlp_endpoint = "http://{HOST}:{COLLECTOR_PORT}/v1/traces"\n'
             f'service_name = "sluice-{variant.name}"\n'
+            f"sample_ratio = {variant.sample_ratio}\n"
         )
     path = home / "sluice.toml"
     path.write_text(text)
@@ -245,7 +250,9 @@ class Sitting:
         """Wait (up to 3 s) until the collector holds two spans (the request's, its
         try's) per chat answer ``gw`` served, so that its exports do not land in the
         next variant's window."""
-        want = 2 * await served(session, gw, self.admin)
+        want = 2 * await served(session, gw, self.admin) * gw.variant.sample_ratio
+        if gw.variant.sample_ratio < 1:  # sampled: about that many (well within 20 %)
+            want *= 0.8
         deadline = time.perf_counter() + FLUSH_WAIT
         while time.perf_counter() < deadline:
             spans = (await collector_stats(session)).spans

@@ -276,11 +276,13 @@ class LimitsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class TelemetryConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """``[telemetry]``: OpenTelemetry tracing (docs/observability.md), off unless
     ``otlp_endpoint`` names an OTLP/HTTP traces URL; ``export_timeout`` bounds one
-    export (in seconds, retries included)."""
+    export (in seconds, retries included); ``sample_ratio`` is the share of new traces
+    recorded (a client's ``traceparent`` decides for its own)."""
 
     otlp_endpoint: str | None = None
     service_name: str = "sluice"
     export_timeout: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    sample_ratio: Annotated[float, msgspec.Meta(ge=0, le=1)] = 1.0
 
 
 class FileConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

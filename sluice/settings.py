@@ -51,6 +51,7 @@ class TelemetrySettings(msgspec.Struct, frozen=True):
     otlp_endpoint: str
     service_name: str = "sluice"
     export_timeout: float = 10.0
+    sample_ratio: float = 1.0
 
 
 class Settings(msgspec.Struct, frozen=True):
@@ -126,7 +127,9 @@ def _telemetry(conf: TelemetryConfig) -> TelemetrySettings | None:
         )
     if not conf.service_name.strip():
         raise ConfigError("[telemetry] service_name must not be empty")
-    return TelemetrySettings(conf.otlp_endpoint, conf.service_name, conf.export_timeout)
+    return TelemetrySettings(
+        conf.otlp_endpoint, conf.service_name, conf.export_timeout, conf.sample_ratio
+    )
 
 
 def _region_hint(spec: ProviderSpec) -> str:

@@ -13,6 +13,7 @@ span ends at the time the row's latencies give: nothing runs per chunk.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Mapping
 
@@ -21,6 +22,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -46,13 +48,17 @@ _TRACEPARENT = "traceparent"
 class OtelTelemetry:
     """One gateway's tracing; :meth:`close` flushes and stops its exporter."""
 
-    __slots__ = ("_propagator", "_provider", "_tracer")
+    __slots__ = ("_propagator", "_provider", "_random", "_ratio", "_tracer")
 
     def __init__(self, settings: TelemetrySettings, exporter: SpanExporter | None = None) -> None:
         resource = Resource.create(
             {"service.name": settings.service_name, "service.version": __version__}
         )
-        self._provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+        self._ratio = settings.sample_ratio
+        self._random = random.Random()
+        self._provider = TracerProvider(
+            resource=resource, sampler=ParentBased(ALWAYS_ON), shutdown_on_exit=False
+        )
         if exporter is None:
             exporter = OTLPSpanExporter(
                 endpoint=settings.otlp_endpoint, timeout=settings.export_timeout
@@ -61,8 +67,16 @@ class OtelTelemetry:
         self._tracer = self._provider.get_tracer("sluice", __version__)
         self._propagator = TraceContextTextMapPropagator()
 
-    def start(self, model: str, incoming: Mapping[str, str]) -> OtelTrace:
-        parent = self._propagator.extract(incoming) if _TRACEPARENT in incoming else Context()
+    def start(self, model: str, incoming: Mapping[str, str]) -> OtelTrace | None:
+        """A client's ``traceparent`` decides whether its request is recorded; a new
+        trace is recorded with ``sample_ratio``'s probability, decided here, before the
+        SDK is called, so a request not recorded costs a random draw and nothing more."""
+        if _TRACEPARENT not in incoming:
+            if self._ratio < 1 and self._random.random() >= self._ratio:
+                return None
+            parent = Context()
+        else:
+            parent = self._propagator.extract(incoming)
         span = self._tracer.start_span(
             span_name(model), context=parent, kind=SpanKind.SERVER, start_time=time.time_ns()
         )
@@ -107,6 +121,8 @@ class OtelTrace:
         return headers
 
     def end(self, record: RequestRecord, state: ExchangeState) -> None:
+        if not self._span.is_recording():  # a client's unsampled trace: nothing to export
+            return
         now = time.time_ns()
         urls = _base_urls(state)
         for one in self._tries:

@@ -49,10 +49,10 @@ TELEMETRY = '[telemetry]\notlp_endpoint = "http://127.0.0.1:4318/v1/traces"\n'
 
 @asynccontextmanager
 async def traced_gateway(
-    home: Path, config: str, exporter: InMemorySpanExporter
+    home: Path, config: str, exporter: InMemorySpanExporter, telemetry: str = TELEMETRY
 ) -> AsyncIterator[RunningGateway]:
     """A gateway as ``start_gateway`` starts one, its spans going to ``exporter``."""
-    text = "[server]\nport = 0\n" + TELEMETRY + config
+    text = "[server]\nport = 0\n" + telemetry + config
     settings = build_settings(parse_config(text), ENV, home)
     store = await open_store(settings.storage_url)
     dev_key = await ensure_dev_key(store, home, lambda p: f"{p}_dev", os.urandom(32), 0)
@@ -290,6 +290,27 @@ async def test_no_prompt_answer_or_key_in_any_attribute(
     for text in texts(spans):
         for canary in (CANARY_PROMPT, CANARY_ANSWER, UPSTREAM_KEY, "sk-sluice"):
             assert canary not in text
+
+
+async def test_a_sample_ratio_of_zero_records_only_what_a_client_traces(
+    tmp_path: Path, upstreams: tuple[FakeUpstream, FakeUpstream]
+) -> None:
+    upstream, _ = upstreams
+    upstream.queue(Reply.json(completion("one")), Reply.json(completion("two")))
+    exporter = InMemorySpanExporter()
+    config = openai_connection_toml(upstream.base_url)
+    unsampled = TELEMETRY + "sample_ratio = 0.0\n"
+    async with traced_gateway(tmp_path, config, exporter, unsampled) as gw:
+        assert (await chat(gw, body("test/gpt-fake"))).status == 200
+        headers = f"traceparent: {TRACEPARENT}\r\n"
+        assert (await chat(gw, body("test/gpt-fake"), headers)).status == 200
+    request, (attempt,) = split(exporter.get_finished_spans())
+    assert format(request.context.trace_id, "032x") == TRACE_ID
+    first, second = upstream.requests
+    assert "traceparent" not in first.headers  # not recorded: no trace at all
+    assert traceparent_ids(second.headers["traceparent"])[1] == format(
+        attempt.context.span_id, "016x"
+    )
 
 
 async def test_tracing_off_holds_the_no_op_and_sends_no_traceparent(
