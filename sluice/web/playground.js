@@ -6,6 +6,15 @@ import { el, orDash, usd } from "./api.js";
 
 const $ = (id) => document.getElementById(id);
 
+const WEATHER_TOOL = Object.freeze({
+  type: "function",
+  function: {
+    name: "get_weather",
+    description: "The weather in a city now.",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  },
+});
+
 const OUTCOMES = Object.freeze({
   complete: "Complete.",
   truncated: "Truncated: the answer reached its token limit (finish_reason length).",
@@ -52,6 +61,7 @@ export class Playground {
     $("stop").disabled = false;
     const maxTokens = Number($("max-tokens").value);
     const fields = Number.isInteger(maxTokens) && maxTokens > 0 ? { max_tokens: maxTokens } : {};
+    if ($("offer-tool").checked) fields.tools = [WEATHER_TOOL];
     try {
       const result = await streamChat({
         baseUrl: `${location.origin}/v1`,

@@ -57,7 +57,7 @@ async def test_the_playground_streams_a_demo_answer_with_its_numbers(
         answer = await page.text_content("#answer")
         assert await page.evaluate("sessionStorage.getItem('sluice.console')") is not None
         assert key not in page.url and await page.context.cookies() == []
-        await screenshot(page, "playground")
+        await leave(page, "playground")
         row = (await exchange(gw.host, gw.port, get(f"/v1/requests/{request_id}", key))).json()
     assert ttft is not None and ttft.endswith(" ms") and int(ttft.split()[0]) >= 0
     assert answer and len(answer.split()) > 5
@@ -85,7 +85,7 @@ async def test_stop_cancels_and_the_activity_page_shows_the_refund(
         summary = page.locator("#record-summary")
         await expect(summary.locator("[data-field=cancel]")).to_have_text("cancel")
         refunded = await summary.locator("[data-field=refunded]").text_content()
-        await screenshot(page, "activity")
+        await leave(page, "activity")
         row = (await exchange(gw.host, gw.port, get(f"/v1/requests/{request_id}", key))).json()
     assert row["status"] == "cancelled" and row["disconnect"] == "cancel"
     refund = row["credits_held"] - row["credits_charged"]
@@ -121,6 +121,7 @@ async def test_a_live_requests_token_counter_rises_while_it_streams(
         await expect(page.locator(f"#recent tr[data-id={request_id}] .status")).to_have_text(
             "complete", timeout=10_000
         )
+        await page.goto("about:blank")
     rises = sum(1 for a, b in itertools.pairwise(seen) if b > a)
     assert rises >= 3, seen
 
@@ -159,7 +160,7 @@ async def test_the_operator_view_lists_a_key_made_through_the_admin_api(
         await expect(demo.locator("td").nth(3)).to_have_text("1")
         await expect(page.locator("#spend-chart")).to_have_attribute("data-days", "1")
         await expect(page.locator("#spend-total")).to_contain_text("1 requests")
-        await screenshot(page, "operator")
+        await leave(page, "operator")
 
 
 def admin_post(path: str, doc: object) -> bytes:
@@ -176,7 +177,7 @@ async def test_the_api_page_renders_the_gateways_own_document(tmp_path: Path, pa
         await chat.click()
         await expect(chat).to_contain_text("ChatRequest")
         await expect(page.locator("#schema-ChatRequest")).to_contain_text("messages")
-        await screenshot(page, "docs")
+        await leave(page, "docs")
 
 
 def cut(stream: bytes, keep: int) -> bytes:
@@ -215,7 +216,7 @@ async def test_the_playground_names_every_end_state(tmp_path: Path, page: Page) 
             await expect(page.locator("#answer")).not_to_be_empty()
             await page.unroute("**/v1/chat/completions")
         await expect(page.locator("#outcome")).to_contain_text("The provider stream failed.")
-        await screenshot(page, "end-states")
+        await leave(page, "end-states")
 
 
 def answer_with(stream: bytes) -> Callable[[Route], Awaitable[None]]:
@@ -225,3 +226,44 @@ def answer_with(stream: bytes) -> Callable[[Route], Awaitable[None]]:
         await route.fulfill(status=200, headers={"content-type": "text/event-stream"}, body=stream)
 
     return fulfill
+
+
+async def test_tool_call_and_reasoning_fragments_show_as_they_assemble(
+    tmp_path: Path, page: Page
+) -> None:
+    async with running_gateway(tmp_path) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        await sign_in(page, base(gw), key)
+        await page.select_option("#model", "sluice/demo-fast")
+        await page.check("#offer-tool")
+        await page.click("#send")
+        await expect(page.locator("#stat-state")).to_have_text("complete", timeout=10_000)
+        shown = await page.text_content("#tool-calls")
+        request_id = await page.text_content("#stat-request")
+        row = (await exchange(gw.host, gw.port, get(f"/v1/requests/{request_id}", key))).json()
+        thinking = [
+            b'data: {"id":"req_x","object":"chat.completion.chunk","created":1,"model":"m",'
+            b'"choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"Let me '
+            b'think. "},"finish_reason":null}]}\n\n',
+            b'data: {"id":"req_x","object":"chat.completion.chunk","created":1,"model":"m",'
+            b'"choices":[{"index":0,"delta":{"content":"Done."},"finish_reason":"stop"}]}\n\n',
+            b"data: [DONE]\n\n",
+        ]
+        await page.uncheck("#offer-tool")
+        await page.route("**/v1/chat/completions", answer_with(b"".join(thinking)))
+        await page.click("#send")
+        await expect(page.locator("#stat-state")).to_have_text("complete")
+        await expect(page.locator("#reasoning")).to_have_text("Let me think. ")
+        await expect(page.locator("#answer")).to_have_text("Done.")
+        await leave(page, "fragments")
+    (call,) = row["tool_calls"]  # the log keeps no arguments: the page showed them
+    assert call["name"] == "get_weather" and call["arguments_valid_json"]
+    assert shown is not None and shown.startswith("get_weather(") and shown.endswith(")")
+    assert "city" in json.loads(shown.removeprefix("get_weather(").removesuffix(")"))
+
+
+async def leave(page: Page, name: str) -> None:
+    """A screenshot, then off the console while the gateway still runs (the activity
+    feed would otherwise try again a gateway that stopped, a console error)."""
+    await screenshot(page, name)
+    await page.goto("about:blank")
