@@ -89,6 +89,11 @@ class Gateway:
                 return int(line.split()[1]) * 1024
         raise RuntimeError("no VmRSS")
 
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time the gateway process has used so far."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
 

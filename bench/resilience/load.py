@@ -15,20 +15,17 @@ import socket
 import time
 from dataclasses import dataclass
 
-from bench.resilience.harness import MIB, Context, Gateway, Row, gateway, median, percentile, row
+from bench.resilience.harness import MIB, Context, Gateway, Row, gateway, percentile, row
 from bench.resilience.load_support import (
     Probe,
     RssPeak,
     SinkUpstream,
     Slowloris,
-    Upload,
     big_stream,
     closed_by,
     probe,
     raw_socket,
     tcp_queues,
-    upload,
-    upload_body,
     warm_streams,
 )
 from tests.support.fake_openai import text_stream
@@ -42,16 +39,16 @@ STREAM = json.dumps(
 ).encode()
 
 
-def _seconds(ctx: Context, fast: float, full: float) -> float:
+def tier_seconds(ctx: Context, fast: float, full: float) -> float:
     """A duration for this tier."""
     return fast if ctx.tier == "fast" else full
 
 
-def _ms(seconds: float) -> str:
+def ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
-def _failures(found: Probe) -> str:
+def failures_text(found: Probe) -> str:
     return ", ".join(f"{n} x {k}" for k, n in sorted(found.failures.items())) or "none"
 
 
@@ -206,7 +203,7 @@ async def slowloris(ctx: Context) -> list[Row]:
     Each attacking connection must be answered 408 and cut at header_timeout."""
     n = ctx.n(220, 220)
     rounds = ctx.n(2, 6)  # calm and attacked phases alternate: noise hits both
-    calm, attacked = _seconds(ctx, 1.0, 3.0), _seconds(ctx, 2.5, 5.0)
+    calm, attacked = tier_seconds(ctx, 1.0, 3.0), tier_seconds(ctx, 2.5, 5.0)
     rng = random.Random(ctx.seed)
     sink = SinkUpstream()
     await sink.start()
@@ -241,12 +238,12 @@ async def slowloris(ctx: Context) -> list[Row]:
     return [
         Row(
             f"slowloris: {n} connections, legitimate latency",
-            f"p99 {_ms(p99_under)} under attack vs {_ms(p99_base)} without "
+            f"p99 {ms(p99_under)} under attack vs {ms(p99_base)} without "
             f"({p99_under / max(p99_base, 1e-9):.2f}x; p50 "
-            f"{_ms(percentile(under.latencies, 50))} vs {_ms(percentile(base.latencies, 50))}, "
-            f"max {_ms(max(under.latencies, default=0))} vs {_ms(max(base.latencies, default=0))}; "
+            f"{ms(percentile(under.latencies, 50))} vs {ms(percentile(base.latencies, 50))}, "
+            f"max {ms(max(under.latencies, default=0))} vs {ms(max(base.latencies, default=0))}; "
             f"{len(under.latencies)} and {len(base.latencies)} requests, 4 clients, "
-            f"{rounds} rounds in one sitting); failed: {_failures(under)}",
+            f"{rounds} rounds in one sitting); failed: {failures_text(under)}",
             "p99 under attack <= 2 x p99 without + 5 ms; no legitimate request fails",
             p99_under <= latency_bound and not under.failures and not base.failures,
         ),
@@ -261,134 +258,5 @@ async def slowloris(ctx: Context) -> list[Row]:
             and on_time == len(lives) >= n
             and set(statuses) == {"408"}
             and oldest <= high,
-        ),
-    ]
-
-
-# -- hostile uploads -------------------------------------------------------------------
-
-UPLOAD_BYTES = 15 * MIB
-BUFFERED = 64 * MIB  # max_buffered_body_bytes, the default
-
-
-@dataclass
-class Hostile:
-    """One kind of upload attack, as measured on a gateway of its own."""
-
-    how: str
-    uploads: list[Upload]
-    rounds: int
-    most_served: int  # in one round
-    growth: int  # RSS, peak minus before the first round
-    base: Probe
-    under: Probe
-    alone: float = 0.0  # seconds one upload takes to be served with nothing else going on
-
-    @property
-    def refused(self) -> list[Upload]:
-        """Answered 503 server_busy + Retry-After (how early: their ``after``; what the
-        client had written by then says little as fast, its kernel takes megabytes)."""
-        return [u for u in self.uploads if u.busy]
-
-    @property
-    def other(self) -> int:
-        return len(self.uploads) - len(self.refused) - sum(u.status == 200 for u in self.uploads)
-
-    @property
-    def p99(self) -> tuple[float, float]:
-        return percentile(self.base.latencies, 99), percentile(self.under.latencies, 99)
-
-
-async def _hostile(ctx: Context, n: int, seconds: float, rounds: int) -> Hostile:
-    sink = SinkUpstream()
-    await sink.start()
-    config = "[server]\nsse_keepalive_interval = 0\n" + openai_connection_toml(sink.base_url)
-    body = upload_body(UPLOAD_BYTES)
-    how = f"trickled over {seconds:g} s" if seconds else "as fast as possible"
-    found = Hostile(how, [], rounds, 0, 0, Probe(), Probe())
-    try:
-        async with gateway(ctx, config, name="hostile-uploads", env=ENV) as gw:
-            await probe(gw, 0.5, 4)  # warm
-            await asyncio.sleep(0.2)
-            baseline = gw.rss_bytes()
-            found.alone = (await upload(gw, body, 0.0)).after
-            for _ in range(rounds):
-                found.base.extend(await probe(gw, _seconds(ctx, 1.0, 4.0), 4))
-                async with RssPeak(gw) as peak:
-                    attack = asyncio.gather(*(upload(gw, body, seconds) for _ in range(n)))
-                    found.under.extend(await probe(gw, 300, 4, until=attack))
-                    uploads = await attack
-                found.uploads += uploads
-                found.most_served = max(found.most_served, sum(u.status == 200 for u in uploads))
-                found.growth = max(found.growth, peak.peak - baseline)
-    finally:
-        await sink.close()
-    return found
-
-
-@row("hostile uploads")
-async def hostile_uploads(ctx: Context) -> list[Row]:
-    """50 uploads of 15 MiB (valid chat requests, one long message) at once, beside
-    small legitimate requests; trickled (every body in flight together) and as fast as
-    the gateway reads, each on a gateway of its own with the default intake bounds."""
-    n = 50
-    trickled = await _hostile(ctx, n, _seconds(ctx, 2.0, 5.0), ctx.n(1, 2))
-    fast = await _hostile(ctx, n, 0.0, ctx.n(1, 3))
-    both = (trickled, fast)
-    large = BUFFERED * 7 // 8  # what bodies over 1 MiB may fill (docs/security.md)
-    fits = large // UPLOAD_BYTES
-    rss_bound = 4 * large + 30 * MIB
-
-    def shed(h: Hostile) -> str:
-        refused = h.refused
-        return (
-            f"{h.how}: of {len(h.uploads)} ({h.rounds} rounds) "
-            f"{sum(u.status == 200 for u in h.uploads)} served (at most {h.most_served} a "
-            f"round), {len(refused)} refused, answered {_ms(median([u.after for u in refused]))}"
-            f" p50 / {_ms(max((u.after for u in refused), default=0))} max after the head with "
-            f"<= {max((u.sent for u in refused), default=0) / MIB:.2f} MiB of the body sent, "
-            f"{h.other} other"
-        )
-
-    def latency(h: Hostile) -> str:
-        base, under = h.p99
-        return (
-            f"{h.how}: p99 {_ms(under)} during vs {_ms(base)} before (max "
-            f"{_ms(max(h.under.latencies, default=0))} vs {_ms(max(h.base.latencies, default=0))}) "
-            f"({len(h.under.latencies)} and {len(h.base.latencies)} requests; failed: "
-            f"{_failures(h.under)}; one upload alone is served in {_ms(h.alone)})"
-        )
-
-    def latency_ok(h: Hostile) -> bool:
-        base, under = h.p99
-        # the admitted work, and reading and refusing the rest (at most half as much again)
-        bound = 3 * base + 0.010 + 1.5 * h.most_served * h.alone
-        return under <= bound and not h.under.failures and not h.base.failures
-
-    return [
-        Row(
-            f"hostile uploads: {n} x {UPLOAD_BYTES // MIB} MiB at once, refused early",
-            "; ".join(shed(h) for h in both),
-            f"every upload served or refused with 503 server_busy + Retry-After (uploads may "
-            f"hold 7/8 of max_buffered_body_bytes "
-            f"{BUFFERED // MIB} MiB = {fits} of them at once; a served one gives its bytes "
-            "back when it ends, so more than that may be served in a round)",
-            all(h.other == 0 and h.refused for h in both),
-        ),
-        Row(
-            f"hostile uploads: {n} x {UPLOAD_BYTES // MIB} MiB at once, gateway memory",
-            "; ".join(f"{h.how}: RSS +{h.growth / MIB:.0f} MiB at peak" for h in both),
-            f"<= 4 x the {large // MIB} MiB uploads may hold + 30 MiB = {rss_bound / MIB:.0f} "
-            "MiB, whatever the number of uploads (an admitted body is resident up to about 3 "
-            "times while decoded and re-encoded for the upstream, plus the allocator's slack)",
-            all(h.growth <= rss_bound for h in both),
-        ),
-        Row(
-            f"hostile uploads: {n} x {UPLOAD_BYTES // MIB} MiB at once, legitimate latency",
-            "; ".join(latency(h) for h in both),
-            "p99 during <= 3 x p99 before + 10 ms + 1.5 x the time the uploads served take "
-            "alone (legitimate requests wait for the admitted work, and for reading and "
-            "refusing the rest, on the gateway's one core), in one sitting; none fails",
-            all(latency_ok(h) for h in both),
         ),
     ]
