@@ -120,6 +120,7 @@ FAST = (
     "http://0.0.0.0:{p}",
     "http://127.0.0.2:{p}",
     "http://evil@127.0.0.1:{p}",
+    "http://\u24db\u24de\u24d2\u24d0\u24db\u24d7\u24de\u24e2\u24e3:{p}",  # a name IDNA maps
     "http://169.254.169.254/latest/meta-data/",
     "http://10.0.0.1:8080/",
 )

@@ -29,7 +29,7 @@ def log_failure(url: str, exc: BaseException) -> None:
     """An upstream that could not be reached or answered, for the operator: its host and
     port and the reason (errno, TLS, timeout), never the URL's path or query (a key may
     ride there) nor a header."""
-    parsed = URL(url, encoded=True)
+    host, port = _where(url)
     os_error = getattr(exc, "os_error", None)
     if isinstance(os_error, OSError):
         reason = f"{type(os_error).__name__} errno {os_error.errno}: {os_error.strerror}"
@@ -37,7 +37,14 @@ def log_failure(url: str, exc: BaseException) -> None:
         reason = "no answer in time"
     else:  # the type alone: some messages quote the whole URL
         reason = type(exc).__name__
-    _upstream_log.warning("upstream %s:%s failed: %s", parsed.host, parsed.port, reason)
+    _upstream_log.warning("upstream %s:%s failed: %s", host, port, reason)
+
+
+def _where(url: str) -> tuple[str, int | None]:
+    """The host as the URL spells it (an internationalized name is not decoded: that can
+    fail, and a log line must not) and the port."""
+    parsed = URL(url, encoded=True)
+    return parsed.raw_host or "", parsed.port
 
 
 def log_refusal(url: str, status: int, err: ApiError) -> None:
@@ -45,12 +52,12 @@ def log_refusal(url: str, status: int, err: ApiError) -> None:
     the status, the upstream's own error code (quoted and cut short: it is the upstream's
     word, already scrubbed of the request's credentials) and what it became, never its
     message (it can quote the prompt)."""
-    parsed = URL(url, encoded=True)
+    host, port = _where(url)
     theirs = None if err.upstream_code is None else err.upstream_code[:64]
     _upstream_log.warning(
         "upstream %s:%s answered HTTP %d (%r): %s %s",
-        parsed.host,
-        parsed.port,
+        host,
+        port,
         status,
         theirs,
         err.type,
