@@ -9,7 +9,7 @@ stored with the key and enforced on the request path.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Final
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -23,6 +23,10 @@ from sluice.wire.chat import ModelName
 
 Text = Annotated[str, msgspec.Meta(max_length=128, pattern=r"^[^\x00-\x1f\x7f]*$")]
 """Free text a person reads (a label, a metadata value): no control characters."""
+ACCOUNT_NAME: Final = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
+"""1-64 letters, digits, ``.``, ``_`` and ``-``, a letter or digit first: a name that
+goes into a URL path (``/admin/accounts/{name}``) as it is."""
+AccountName = Annotated[str, msgspec.Meta(pattern=ACCOUNT_NAME)]
 ModelGlob = Annotated[
     str, msgspec.Meta(min_length=1, max_length=512, pattern=r"^[^\x00-\x1f\x7f]+$")
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
@@ -11,7 +12,7 @@ from typing import Any, TypeVar
 import click
 import msgspec
 
-from sluice.accounts.policy import AllowanceChanges, apply_account_changes
+from sluice.accounts.policy import ACCOUNT_NAME, AllowanceChanges, apply_account_changes
 from sluice.cli.allowance import allowance_changes, allowance_options
 from sluice.cli.state import run_on_store
 from sluice.core.money import NANO_PER_USD, nano_from_usd_text
@@ -95,6 +96,8 @@ def accounts_create(
     name: str, credits_usd: str, config_path: Path | None, home: str | None, **allowance: Any
 ) -> None:
     """Create a credit-metered account, with its own budget and limits if given."""
+    if re.fullmatch(ACCOUNT_NAME, name) is None:
+        raise click.BadParameter("1-64 letters, digits, . _ -, a letter or digit first")
     amount = usd_to_nano(credits_usd)
     policy = _policy(AllowanceChanges(**allowance_changes(**allowance)), NO_ACCOUNT_POLICY)
 

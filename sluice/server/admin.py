@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from sluice.accounts.policy import (
+    AccountName,
     AllowanceChanges,
     account_spent,
     allowance_doc,
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
     from sluice.server.app import Call, Gateway
 
 ADMIN_PREFIX = "/admin/"
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 _CONNECTION_ID = re.compile(r"conn_[A-Za-z0-9_\-]{1,64}")
 _ENCODER = msgspec.json.Encoder()
 
@@ -53,7 +53,7 @@ _ENCODER = msgspec.json.Encoder()
 class NewAccount(AllowanceChanges, forbid_unknown_fields=True, kw_only=True):
     """An account, with its own budget and limits if given."""
 
-    name: str
+    name: AccountName
     credits: str | int | float = 0
     metered: bool = True
 
@@ -124,10 +124,6 @@ async def _accounts_and_keys(gw: Gateway, call: Call, parts: list[str], now: int
     match parts:
         case ["accounts"] if method == "POST":
             new = decode_json(body, NewAccount)
-            if not _NAME.fullmatch(new.name):
-                raise InvalidRequestError(
-                    "Account names are 1-64 letters, digits, . _ -", param="name"
-                )
             credits = _nano(new.credits, "credits")
             if credits < 0:
                 raise InvalidRequestError("Starting credits cannot be negative.", param="credits")

@@ -56,6 +56,9 @@ def test_bad_values_and_unknown_accounts_are_refused(tmp_path: Path) -> None:
     assert run(tmp_path, "accounts", "create", "team").exit_code == 0
     assert run(tmp_path, "accounts", "update", "team", "--rpm", "0").exit_code == 2
     assert run(tmp_path, "accounts", "update", "team", "--budget", "-3").exit_code == 2
+    for name in ("a/b", "_team", "t" * 65, "caf\u00e9"):  # the admin API's rule: a URL segment
+        refused = run(tmp_path, "accounts", "create", name)
+        assert refused.exit_code == 2 and "1-64 letters" in refused.output, (name, refused.output)
     missing = run(tmp_path, "accounts", "update", "nobody", "--rpm", "5")
     assert missing.exit_code == 1 and "no account named 'nobody'" in missing.output
     assert asyncio.run(stored_policy(tmp_path, "team")) == AccountPolicy()

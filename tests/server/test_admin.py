@@ -272,6 +272,9 @@ async def test_amounts_names_and_prices_out_of_range_are_400s_not_500s(tmp_path:
             "top-up": ("POST", "/admin/accounts/team/credits", {"amount": "9300000000"}),
             "key-name": ("POST", "/admin/accounts/team/keys", {"name": "a\u0000b"}),
             "prefix": ("POST", "/admin/keys/revoke", {"prefix": "sk-sluice-\u0000x"}),
+            "short-prefix": ("POST", "/admin/keys/revoke", {"prefix": "sk-sluice-abc"}),
+            "account-name": ("POST", "/admin/accounts", {"name": "-team"}),
+            "long-name": ("POST", "/admin/accounts", {"name": "t" * 65}),
             "price": ("PUT", "/admin/accounts/team/prices/sluice/demo", {"input": -1, "output": 1}),
             "huge-price": (
                 "PUT",
@@ -284,6 +287,12 @@ async def test_amounts_names_and_prices_out_of_range_are_400s_not_500s(tmp_path:
     for name, resp in answers.items():
         assert resp.status == 400, (name, resp.body)
         assert resp.json()["error"]["type"] == "invalid_request_error"
+    for name, param in (
+        ("short-prefix", "prefix"),
+        ("account-name", "name"),
+        ("long-name", "name"),
+    ):
+        assert answers[name].json()["error"]["param"] == param, answers[name].body
 
 
 async def test_an_accounts_keys_are_listed_a_page_at_a_time(tmp_path: Path) -> None:
