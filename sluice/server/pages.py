@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 from urllib.parse import parse_qsl
 
@@ -87,7 +87,7 @@ def decode_cursor(text: str, kind: type[_P]) -> _P:
 
 
 async def account_page(
-    store: Store, query: str, render: Callable[[Account], dict[str, object]]
+    store: Store, query: str, render: Callable[[Account], Awaitable[dict[str, object]]]
 ) -> dict[str, object]:
     """``GET /admin/accounts``: a page of accounts in account-id order."""
     params = query_params(query, ("limit", "cursor"))
@@ -99,7 +99,7 @@ async def account_page(
     more = len(found) > limit
     return {
         "object": "list",
-        "data": [render(account) for account in page],
+        "data": [await render(account) for account in page],
         "has_more": more,
         "next_cursor": encode_cursor(AccountPosition(page[-1].id)) if more else None,
     }

@@ -40,7 +40,11 @@ async def test_an_account_budget_binds_every_key_and_a_patch_lifts_it(
         served = await ask(gw, second, chat("test/gpt-fake"))
         await gw.gateway.writer.flush()
         shown = (await admin(gw, "GET", "/admin/accounts/team")).json()
+        await admin(gw, "POST", "/admin/accounts", {"name": "plain", "credits": 1})
+        listed = {a["name"]: a for a in (await admin(gw, "GET", "/admin/accounts")).json()["data"]}
         assert await gw.gateway.store.reconcile() == []
+    assert listed["team"]["spent"] == shown["spent"]  # a listing shows a budget's use too
+    assert "spent" not in listed["plain"]  # no budget: no period to count, no query
     for answer in refused:
         error = answer.json()["error"]
         assert answer.status == 402
