@@ -94,6 +94,13 @@ class Gateway:
         fields = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def bytes_read(self) -> int:
+        """Bytes the gateway process has read so far (sockets included: ``rchar``)."""
+        for line in Path(f"/proc/{self.pid}/io").read_text().splitlines():
+            if line.startswith("rchar:"):
+                return int(line.split()[1])
+        raise RuntimeError("no rchar")
+
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
 
