@@ -237,10 +237,18 @@ class Gateway:
             resolve=system_resolve,
         )
 
-    def refused(self, status: int, message: str) -> tuple[Headers, bytes]:
-        """The response for a request the HTTP layer refused (too big, too slow, malformed)."""
+    def refused(self, status: int, message: str, target: bytes) -> tuple[Headers, bytes]:
+        """The response for a request the HTTP layer refused (too big, too slow, malformed),
+        in the error shape of the front door its target names, if any."""
         err = connection_error(status, message)
-        return error_headers(err, [("x-request-id", self.new_id("req"))]), error_json(err)
+        request_id = self.new_id("req")
+        headers = [("x-request-id", request_id)]
+        door = self._doors.get(target.partition(b"?")[0].decode("latin-1"))
+        if door is None:
+            return error_headers(err, headers), error_json(err)
+        if door.request_id_header is not None:
+            headers.append((door.request_id_header, request_id))
+        return error_headers(err, headers), door.error_body(err)
 
     async def handle(self, request: Request, writer: ResponseWriter) -> None:
         call = Call(request, writer, self.new_id("req"), int(self.wall_clock()), self.clock())

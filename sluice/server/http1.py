@@ -49,8 +49,10 @@ _BUSY = "The gateway is receiving too many request bodies; retry shortly."
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
-ErrorResponse = Callable[[int, str], tuple[Headers, bytes]]
-"""``(status, message) -> (headers, body)`` for requests refused before any handler."""
+ErrorResponse = Callable[[int, str, bytes], tuple[Headers, bytes]]
+"""``(status, message, target) -> (headers, body)`` for requests refused before any
+handler; ``target``: the request target as far as it was read (``b""`` if not at all),
+so that the answer can take the shape of the front door it was meant for."""
 
 
 class HttpConnection(asyncio.Protocol):
@@ -73,7 +75,7 @@ class HttpConnection(asyncio.Protocol):
         self._pipeline = Pipeline(intake)
         self._drain: asyncio.Future[None] | None = None
         self._closing = False
-        self._refusal: tuple[int, str] | None = None  # answered after the requests before it
+        self._refusal: tuple[int, str, bytes] | None = None  # answered after those before it
         self._lingering: asyncio.Transport | None = None
         self._lingered = 0
         self.paused = False
@@ -356,7 +358,7 @@ class HttpConnection(asyncio.Protocol):
         self._drop_body()
         if self._transport is None or self._refusal is not None:
             return
-        self._refusal = (status, message)
+        self._refusal = (status, message, self._url)
         if self._task is None:
             self._answer_refusal()
         else:
@@ -370,8 +372,8 @@ class HttpConnection(asyncio.Protocol):
         if transport is None or refusal is None:
             return
         self._transport = None
-        status, message = refusal
-        headers, body = self._error_response(status, message)
+        status, message, target = refusal
+        headers, body = self._error_response(status, message, target)
         headers = [*headers, ("content-length", str(len(body))), ("connection", "close")]
         transport.write(response_head(status, headers) + body)
         if not transport.can_write_eof():

@@ -235,6 +235,32 @@ async def test_errors_are_the_sdks_own_exceptions(tmp_path: Path, fake: FakeUpst
         assert body["error"]["message"]
 
 
+async def test_a_body_refused_by_the_http_layer_is_answered_in_the_messages_shape(
+    tmp_path: Path,
+) -> None:
+    """Refused on its head (past max_body_bytes), before any front door read it: the
+    target still says which door's error shape the client reads."""
+    async with running_gateway(tmp_path, "[server]\nmax_body_bytes = 2000\n") as gw:
+        async with sdk(gw) as client:
+            with pytest.raises(anthropic.APIStatusError) as large:
+                await client.messages.create(
+                    model="sluice/demo",
+                    max_tokens=5,
+                    messages=[{"role": "user", "content": "x" * 4000}],
+                )
+        chat = await exchange(
+            gw.host,
+            gw.port,
+            post("/v1/chat/completions", b"x" * 4000, gw.dev_key.key if gw.dev_key else None),
+        )
+    assert large.value.status_code == 413
+    body: Any = large.value.body
+    assert body["type"] == "error" and body["error"]["type"] == "request_too_large"
+    assert large.value.request_id is not None and large.value.request_id.startswith("req_")
+    assert chat.status == 413 and chat.json()["error"]["type"] == "invalid_request_error"
+    assert "type" not in chat.json()  # the chat door's shape, as before
+
+
 async def test_a_mid_stream_failure_raises_during_iteration(
     tmp_path: Path, fake: FakeUpstream
 ) -> None:
