@@ -9,7 +9,7 @@ from typing import cast
 
 import click
 
-from sluice.client.replay import FAULTS, Fault, replay
+from sluice.client.replay import FAULTS, Fault, is_messages, replay
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -46,7 +46,14 @@ def replay_check(file: Path, fault: str | None) -> None:
     Exits 1 unless the state is `complete` (and, for `split`, every split gave the
     same result).
     """
-    outcome = replay(file.read_bytes(), cast(Fault | None, fault))
+    data = file.read_bytes()
+    if is_messages(data):
+        raise click.UsageError(
+            f"{file} is a Messages recording; this parser reads chat-completions streams. "
+            "Serve it to a Messages client with `sluice replay serve`, which applies the "
+            "same faults in Messages terms."
+        )
+    outcome = replay(data, cast(Fault | None, fault))
     result = outcome.result
     label = fault or "none"
     reads = f"{outcome.variants} read pattern{'s' if outcome.variants != 1 else ''}"

@@ -11,6 +11,12 @@ line with CRLF. Both must change nothing.
 ``split`` replays every way of cutting the stream in two reads (so every event is
 split at every byte position) plus one read per byte; ``consistent`` says all of
 them gave the same result as reading the whole stream at once.
+
+A Messages recording (its events named, ``message_start`` first) gets the same faults
+in its own terms for ``sluice replay serve``: ``no-done`` drops ``message_stop``,
+``length`` makes the ``stop_reason`` ``max_tokens``, ``error`` replaces the end (from
+``message_delta``) with an ``event: error``. The parser here reads chat streams only
+(:func:`is_messages` tells which a recording is).
 """
 
 from __future__ import annotations
@@ -31,7 +37,12 @@ INJECTED_ERROR: Final = (
     b'{"error":{"message":"fault injected by the replay harness",'
     b'"type":"upstream_error","code":"replay_fault"}}'
 )
+INJECTED_MESSAGES_ERROR: Final = (
+    b'{"type":"error","error":{"type":"api_error",'
+    b'"message":"fault injected by the replay harness"}}'
+)
 _COMMENT: Final = b": injected comment"
+_MESSAGES_END: Final = frozenset(("message_delta", "message_stop"))
 
 
 class ReplayOutcome(Struct, frozen=True):
@@ -65,16 +76,17 @@ def inject(data: bytes, fault: Fault | None) -> tuple[tuple[bytes, ...], ...]:
         halves = tuple((data[:at], data[at:]) for at in range(1, len(data)))
         return (*halves, tuple(data[at : at + 1] for at in range(len(data))))
     events = SSEDecoder().feed(data)
+    messages = _named(events)
     if fault == "crlf":
         return ((frame(events, eol=b"\r\n"),),)
     if fault == "comment":
         return ((frame(events, comment=True),),)
     if fault == "no-done":
-        events = [e for e in events if not e.is_done]
+        events = [e for e in events if not (e.is_done or e.event == "message_stop")]
     elif fault == "length":
-        events = [_finish_with_length(e) for e in events]
+        events = [(_stop_with_max_tokens if messages else _finish_with_length)(e) for e in events]
     elif fault == "error":
-        events = _end_with_error(events)
+        events = _end_with_error(events, messages)
     else:
         raise ValueError(f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
     return ((frame(events),),)
@@ -86,6 +98,8 @@ def frame(events: Sequence[ServerSentEvent], *, eol: bytes = b"\n", comment: boo
     for event in events:
         if comment:
             out.append(_COMMENT + eol)
+        if event.event is not None:
+            out.append(b"event: " + event.event.encode() + eol)
         out.extend(b"data: " + line + eol for line in event.data.split(b"\n"))
         if comment:
             out.append(_COMMENT + eol)
@@ -111,11 +125,39 @@ def _finish_with_length(event: ServerSentEvent) -> ServerSentEvent:
     return ServerSentEvent(msgspec.json.encode(doc)) if finishing else event
 
 
-def _end_with_error(events: Sequence[ServerSentEvent]) -> list[ServerSentEvent]:
-    """Everything before the first finish chunk (or ``[DONE]``), then the error event."""
+def is_messages(data: bytes) -> bool:
+    """Whether a recording is a Messages stream (its events named) rather than chat."""
+    return _named(SSEDecoder().feed(data))
+
+
+def _named(events: Sequence[ServerSentEvent]) -> bool:
+    return any(e.event == "message_start" for e in events)
+
+
+def _stop_with_max_tokens(event: ServerSentEvent) -> ServerSentEvent:
+    """A Messages ``message_delta`` that stops the answer at ``max_tokens`` instead."""
+    if event.event != "message_delta":
+        return event
+    try:
+        doc = msgspec.json.decode(event.data)
+    except msgspec.DecodeError:
+        return event
+    if not isinstance(doc, dict) or not isinstance(doc.get("delta"), dict):
+        return event
+    doc["delta"] |= {"stop_reason": "max_tokens", "stop_sequence": None}
+    return ServerSentEvent(msgspec.json.encode(doc), event=event.event)
+
+
+def _end_with_error(events: Sequence[ServerSentEvent], messages: bool) -> list[ServerSentEvent]:
+    """Everything before the first finish chunk or ``[DONE]`` (Messages: before
+    ``message_delta``), then the error event."""
     kept: list[ServerSentEvent] = []
     for event in events:
+        if messages and event.event in _MESSAGES_END:
+            break
         if event.is_done or any(c.get("finish_reason") for c in _choices(event)[1]):
             break
         kept.append(event)
+    if messages:
+        return [*kept, ServerSentEvent(INJECTED_MESSAGES_ERROR, event="error")]
     return [*kept, ServerSentEvent(INJECTED_ERROR)]
