@@ -16,7 +16,13 @@ from sluice.cli.admin import config_option, home_option
 from sluice.cli.output import print_table
 from sluice.cli.state import run_on_store
 from sluice.errors import NotFoundError
-from sluice.storage.base import RequestFilters, RequestPosition, RequestRecord, Store
+from sluice.storage.base import (
+    REQUEST_STATUSES,
+    RequestFilters,
+    RequestPosition,
+    RequestRecord,
+    Store,
+)
 
 PAGE = 500
 """Rows read per query."""
@@ -93,7 +99,9 @@ def requests() -> None:
 @click.option("--json", "as_json", is_flag=True, help="A JSON array for scripts.")
 @click.option("--since", help="From this time on: an age (30m, 1h, 2d) or ISO 8601.")
 @click.option("--until", help="Before this time: an age (30m, 1h, 2d) or ISO 8601.")
-@click.option("--status", help="Only requests with this status (ok, error, ...).")
+@click.option(
+    "--status", type=click.Choice(REQUEST_STATUSES), help="Only requests with this status."
+)
 @click.option("--account", help="Only this account's requests (its name).")
 @click.option("--model", help="Only requests that asked for or were served this model.")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)

@@ -51,7 +51,7 @@ from sluice.server.openapi_answers import (
     ref,
 )
 from sluice.server.reload import Reloaded
-from sluice.storage.base import RequestRecord
+from sluice.storage.base import REQUEST_STATUSES, RequestRecord
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import ChatCompletion, ModelList
 from sluice.wire.errors import ErrorEnvelope
@@ -103,8 +103,8 @@ _FILTERS = (
     _seconds("since", "From this Unix time on (inclusive)"),
     _seconds("until", "Before this Unix time"),
 )
-_REQUEST_PARAMS = (*_PAGE, _FORMAT, Param(name="status", text=True, description="Only rows "
-                   "of this status (ok, error, cancelled, in_progress, …)"), *_FILTERS)
+_REQUEST_PARAMS = (*_PAGE, _FORMAT, Param(name="status", enum=REQUEST_STATUSES,
+                                           description="Only rows of this status"), *_FILTERS)
 _SPEND_PARAMS = (Param(name="by", enum=("key", "model", "provider", "day"), required=True,
                        description="What the charges are grouped by"), *_PAGE, _FORMAT,
                  *_FILTERS)

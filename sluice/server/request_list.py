@@ -22,7 +22,7 @@ from sluice.exchange.heads import JSON
 from sluice.server.admin import authorize
 from sluice.server.admin_common import find_account
 from sluice.server.pages import decode_cursor, encode_cursor, page_limit, query_params
-from sluice.storage.base import RequestFilters, RequestRecord
+from sluice.storage.base import REQUEST_STATUSES, RequestFilters, RequestRecord
 
 if TYPE_CHECKING:
     from sluice.server.app import Call, Gateway
@@ -99,6 +99,12 @@ async def account_scope(
 def request_filters(params: dict[str, str], account_id: str | None) -> RequestFilters:
     """The filters of a listing's query parameters; 400 for a malformed one."""
     text = {field: text_param(params, name) for name, field in _TEXT_FILTERS}
+    if text["status"] is not None and text["status"] not in REQUEST_STATUSES:
+        raise InvalidRequestError(
+            f"status must be one of {', '.join(REQUEST_STATUSES)}.",
+            code="invalid_status",
+            param="status",
+        )
     return RequestFilters(
         account_id=account_id,
         key_id=text_param(params, "key"),

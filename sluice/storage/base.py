@@ -15,7 +15,7 @@ SQL. The invariants a backend keeps, under concurrency and across processes:
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -184,6 +184,18 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     repairs: list[dict[str, Any]] = []
     """What the gateway changed in what the upstream sent: a dropped choice, a renumbered
     tool call (``{kind, choice, upstream_index, index}``)."""
+
+
+REQUEST_STATUSES: Final = (
+    "complete",
+    "truncated",
+    "incomplete",
+    "error",
+    "blocked",
+    "cancelled",
+    "shutdown",
+)
+"""Every status a request-log row can have (``in_progress`` is a live request's only)."""
 
 
 class RequestFilters(msgspec.Struct, frozen=True, kw_only=True):

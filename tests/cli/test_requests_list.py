@@ -39,7 +39,7 @@ def record(n: int, account: str, age: int) -> RequestRecord:
         created_at=NOW - age,
         requested_model="test/big" if n % 2 else "test/small",
         provider="openai",
-        status="error" if n % 3 == 0 else "ok",
+        status="error" if n % 3 == 0 else "complete",
         http_status=200,
         prompt_tokens=10,
         completion_tokens=n,
@@ -98,8 +98,10 @@ def test_the_table_shows_one_line_per_request(home: Path) -> None:
 
 
 def test_no_rows_says_so(home: Path) -> None:
-    result = run(home, "requests", "list", "--status", "nope")
+    result = run(home, "requests", "list", "--status", "blocked")
     assert result.exit_code == 0 and "no requests logged" in result.output
+    unknown = run(home, "requests", "list", "--status", "ok")  # not a status a row has
+    assert unknown.exit_code == 2 and "complete" in unknown.output
 
 
 @pytest.mark.parametrize(

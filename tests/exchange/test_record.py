@@ -30,7 +30,7 @@ from sluice.providers.base import ParsedCompletion
 from sluice.providers.registry import AdapterRegistry
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.router import AttemptRecord
-from sluice.storage.base import RequestRecord
+from sluice.storage.base import REQUEST_STATUSES, RequestRecord
 from sluice.wire.chunks import (
     CompletionChoice,
     ResponseFunctionCall,
@@ -161,6 +161,7 @@ def test_status_finish_and_error_fields(
     state: dict[str, Any], status: str, finish: str | None
 ) -> None:
     rec = record(build(**state))
+    assert rec.status in REQUEST_STATUSES  # the listing's status filter knows every one
     assert (rec.status, rec.finish_reason, rec.disconnect) == (
         status,
         finish,

@@ -39,7 +39,7 @@ def record(n: int, account: str) -> RequestRecord:
         requested_model="test/big" if n % 5 == 0 else "test/small",
         served_model="test/served",
         provider="anthropic" if n % 3 == 0 else "openai",
-        status="error" if n % 7 == 0 else "ok",
+        status="error" if n % 7 == 0 else "complete",
         http_status=200,
         error_code="=cmd" if n == 1 else None,
     )
@@ -104,7 +104,10 @@ FILTERS = [
     ("key=key_b", lambda r: r.key_id == "key_b"),
     ("since=5010", lambda r: r.created_at >= 5010),
     ("until=5010", lambda r: r.created_at < 5010),
-    ("since=5002&until=5030&status=ok", lambda r: 5002 <= r.created_at < 5030 and r.status == "ok"),
+    (
+        "since=5002&until=5030&status=complete",
+        lambda r: 5002 <= r.created_at < 5030 and r.status == "complete",
+    ),
 ]
 
 
@@ -131,8 +134,8 @@ async def test_a_cursor_from_another_account_only_pages_the_callers_rows(
 async def test_admin_sees_every_account_and_filters_by_account(tenants: Tenants) -> None:
     everyone = await every_page(tenants.gw, "/admin/requests", "limit=500", ADMIN)
     assert sorted(everyone) == sorted(expected("acct_a") + expected("acct_b"))
-    only_b = await every_page(tenants.gw, "/admin/requests", "account=b&status=ok", ADMIN)
-    assert only_b == expected("acct_b", lambda r: r.status == "ok")
+    only_b = await every_page(tenants.gw, "/admin/requests", "account=b&status=complete", ADMIN)
+    assert only_b == expected("acct_b", lambda r: r.status == "complete")
     missing = await get(tenants.gw, "/admin/requests?account=nobody", ADMIN)
     assert missing.status == 404 and missing.json()["error"]["code"] == "account_not_found"
     api_key = await get(tenants.gw, "/admin/requests", tenants.key_a)
@@ -174,6 +177,7 @@ async def test_csv_and_jsonl_exports_carry_the_page_and_its_cursor(tenants: Tena
         ("since=yesterday", None, "since"),
         ("until=-5", None, "until"),
         ("status=", None, "status"),
+        ("status=ok", "invalid_status", "status"),
         ("format=xml", "invalid_format", "format"),
     ],
 )
