@@ -13,7 +13,7 @@ import click
 import msgspec
 
 from sluice.accounts.policy import ACCOUNT_NAME, AllowanceChanges, apply_account_changes
-from sluice.cli.allowance import allowance_changes, allowance_options
+from sluice.cli.allowance import allowance_changes, allowance_options, checked
 from sluice.cli.state import run_on_store
 from sluice.core.money import NANO_PER_USD, nano_from_usd_text
 from sluice.core.principal import NO_ACCOUNT_POLICY, AccountPolicy
@@ -99,7 +99,7 @@ def accounts_create(
     if re.fullmatch(ACCOUNT_NAME, name) is None:
         raise click.BadParameter("1-64 letters, digits, . _ -, a letter or digit first")
     amount = usd_to_nano(credits_usd)
-    policy = _policy(AllowanceChanges(**allowance_changes(**allowance)), NO_ACCOUNT_POLICY)
+    policy = _policy(checked(AllowanceChanges, allowance_changes(**allowance)), NO_ACCOUNT_POLICY)
 
     async def work(store: Store) -> Account:
         return await store.create_account(
@@ -124,7 +124,7 @@ def accounts_update(
 ) -> None:
     """Change an account's budget, per-minute limits or metadata (`none` clears one);
     its keys' next requests see it (a running gateway within 5 s)."""
-    changes = AllowanceChanges(**allowance_changes(**allowance))
+    changes = checked(AllowanceChanges, allowance_changes(**allowance))
 
     async def work(store: Store) -> Account:
         account = await store.get_account(name)
@@ -144,7 +144,7 @@ def _policy(changes: AllowanceChanges, policy: AccountPolicy) -> AccountPolicy:
         raise click.BadParameter(err.message) from None
 
 
-@accounts.command("credit")
+@accounts.command("credit", context_settings={"ignore_unknown_options": True})
 @click.argument("name")
 @click.argument("amount_usd")
 @config_option

@@ -4,12 +4,24 @@ limits, a budget, metadata), and the changes they make (``none`` clears a value)
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import click
+import msgspec
 from msgspec import UNSET
 
 from sluice.core.principal import BudgetPeriod
+
+_Changes = TypeVar("_Changes", bound=msgspec.Struct)
+
+
+def checked(kind: type[_Changes], fields: dict[str, Any]) -> _Changes:
+    """``fields`` as ``kind``, checked as the admin API checks a body (lengths, patterns,
+    ranges), so the command line stores nothing the API would refuse."""
+    try:
+        return msgspec.convert({k: v for k, v in fields.items() if v is not UNSET}, kind)
+    except msgspec.ValidationError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def allowance_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -19,7 +19,7 @@ import msgspec
 from sluice.accounts.keys import key_digest, key_prefix, new_key
 from sluice.accounts.policy import KeyChanges, apply_changes, iso_time, key_doc
 from sluice.cli.admin import _run, config_option, home_option
-from sluice.cli.allowance import allowance_changes, allowance_options, given
+from sluice.cli.allowance import allowance_changes, allowance_options, checked, given
 from sluice.core.principal import NO_POLICY
 from sluice.errors import ApiError
 from sluice.ids import random_id
@@ -45,14 +45,10 @@ def _changes(
     *, models: str | None, expires: str | None, label: str | None, **allowance: Any
 ) -> KeyChanges:
     model_list = given(models)
-    return KeyChanges(
-        label=given(label),
-        models=[m.strip() for m in model_list.split(",")]
-        if isinstance(model_list, str)
-        else model_list,
-        expires_at=given(expires),
-        **allowance_changes(**allowance),
-    )
+    if isinstance(model_list, str):  # "" allows none, as [] does in the admin API
+        model_list = [m.strip() for m in model_list.split(",") if m.strip()]
+    fields = {"label": given(label), "models": model_list, "expires_at": given(expires)}
+    return checked(KeyChanges, fields | allowance_changes(**allowance))
 
 
 def _describe(key: KeyInfo) -> str:

@@ -62,3 +62,11 @@ def test_bad_values_and_unknown_accounts_are_refused(tmp_path: Path) -> None:
     missing = run(tmp_path, "accounts", "update", "nobody", "--rpm", "5")
     assert missing.exit_code == 1 and "no account named 'nobody'" in missing.output
     assert asyncio.run(stored_policy(tmp_path, "team")) == AccountPolicy()
+
+
+def test_a_negative_credit_removes_credits_as_typed(tmp_path: Path) -> None:
+    assert run(tmp_path, "init").exit_code == 0
+    assert run(tmp_path, "accounts", "create", "team", "--credits", "5").exit_code == 0
+    taken = run(tmp_path, "accounts", "credit", "team", "-2")  # not read as an option
+    assert taken.exit_code == 0, taken.output
+    assert "3.000000000" in run(tmp_path, "accounts", "show", "team").output

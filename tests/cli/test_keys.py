@@ -84,3 +84,30 @@ def test_list_json_gives_each_key_without_its_secret(tmp_path: Path) -> None:
     docs = json.loads(listed.output)
     assert [(d["prefix"], d["rpm"], d["revoked"]) for d in docs] == [(key[:18], 3, False)]
     assert docs[0]["id"].startswith("key_") and key not in listed.output
+
+
+def test_the_command_line_stores_nothing_the_admin_api_would_refuse(tmp_path: Path) -> None:
+    """Found by an adversarial pass: a tpm past 1e9 was stored and every request of the
+    key then failed with a 500; labels with escape codes and empty globs went in too."""
+    home = ["--home", str(tmp_path)]
+    runner = CliRunner()
+    assert runner.invoke(main, ["init", *home]).exit_code == 0
+    assert runner.invoke(main, ["accounts", "create", "team", *home]).exit_code == 0
+    for bad in (
+        ["--tpm", "99999999999999999999"],
+        ["--label", "x\x1b[31mred"],
+        ["--meta", "k=" + "v" * 200],
+        ["--models", "x" * 600],
+    ):
+        refused = runner.invoke(main, ["keys", "create", "--account", "team", *bad, *home])
+        assert refused.exit_code == 2, (bad, refused.output)
+    assert (
+        runner.invoke(main, ["accounts", "update", "team", "--rpm", "2000000000", *home]).exit_code
+        == 2
+    )
+    made = runner.invoke(main, ["keys", "create", "--account", "team", "--models", "", *home])
+    assert made.exit_code == 0, made.output
+    listed = json.loads(
+        runner.invoke(main, ["keys", "list", "--account", "team", "--json", *home]).output
+    )
+    assert [k["models"] for k in listed] == [[]]  # "" allows none, as [] does over HTTP
