@@ -54,6 +54,10 @@ class KeyChanges(AllowanceChanges, forbid_unknown_fields=True, kw_only=True):
     expires_at: str | UnsetType | None = UNSET
 
 
+_LAST_SECOND: Final = 253_402_300_799
+"""9999-12-31T23:59:59Z: the last second an expiry can be written back in ISO 8601."""
+
+
 def parse_expiry(text: str) -> int:
     """Unix seconds of an ISO 8601 time that names its time zone."""
     try:
@@ -67,7 +71,12 @@ def parse_expiry(text: str) -> int:
             "Give the time zone of expires_at (for example 2027-01-31T00:00:00Z).",
             param="expires_at",
         )
-    return int(when.timestamp())
+    seconds = int(when.timestamp())
+    if not 0 <= seconds <= _LAST_SECOND:
+        raise InvalidRequestError(
+            "expires_at must be between 1970 and 9999 (UTC).", param="expires_at"
+        )
+    return seconds
 
 
 def apply_changes(

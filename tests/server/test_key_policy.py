@@ -161,6 +161,8 @@ async def test_a_key_budget_is_held_against_and_refused_with_402(
     [
         ("/admin/keys/{prefix}", {"expires_at": "tomorrow"}, 400, "expires_at"),
         ("/admin/keys/{prefix}", {"expires_at": "2030-01-01T00:00:00"}, 400, "expires_at"),
+        ("/admin/keys/{prefix}", {"expires_at": "9999-12-31T23:59:59-01:00"}, 400, "expires_at"),
+        ("/admin/keys/{prefix}", {"expires_at": "0001-01-01T00:00:00+01:00"}, 400, "expires_at"),
         ("/admin/keys/{prefix}", {"rpm": 0}, 400, None),
         ("/admin/keys/{prefix}", {"models": "test/*"}, 400, None),
         ("/admin/keys/{prefix}", {"colour": "red"}, 400, None),
@@ -173,6 +175,8 @@ async def test_a_key_budget_is_held_against_and_refused_with_402(
     ids=[
         "not-iso",
         "no-zone",
+        "past-9999",
+        "before-1970",
         "rpm-zero",
         "models-not-a-list",
         "unknown",
