@@ -14,7 +14,13 @@ from sluice.core.principal import NO_POLICY
 from sluice.errors import InvalidRequestError, NotFoundError
 from sluice.ids import random_id
 from sluice.server.admin_common import decode_json, find_account, send_json
-from sluice.server.pages import decode_cursor, encode_cursor, page_limit, query_params
+from sluice.server.pages import (
+    CursorInt,
+    decode_cursor,
+    encode_cursor,
+    page_limit,
+    query_params,
+)
 from sluice.storage.base import KeyInfo
 
 if TYPE_CHECKING:
@@ -28,7 +34,7 @@ class Revoke(msgspec.Struct, forbid_unknown_fields=True):
 class KeyCursor(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     """Where a key listing stopped: the last key's ``created_at`` and id."""
 
-    created_at: int
+    created_at: CursorInt
     id: str
 
 

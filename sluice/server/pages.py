@@ -13,7 +13,7 @@ import base64
 import binascii
 import re
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Annotated, TypeVar
 from urllib.parse import parse_qsl
 
 import msgspec
@@ -26,6 +26,8 @@ MAX_LIMIT = 500
 _LIMIT = re.compile(r"[0-9]{1,4}")
 _MAX_PARAMS = 16
 _P = TypeVar("_P", bound=msgspec.Struct)
+CursorInt = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
+"""A time in a cursor (Unix seconds): what a store can be asked about, nothing past it."""
 
 
 class AccountPosition(msgspec.Struct, forbid_unknown_fields=True):

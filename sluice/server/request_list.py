@@ -21,7 +21,13 @@ from sluice.errors import InvalidRequestError
 from sluice.exchange.heads import JSON
 from sluice.server.admin import authorize
 from sluice.server.admin_common import find_account
-from sluice.server.pages import decode_cursor, encode_cursor, page_limit, query_params
+from sluice.server.pages import (
+    CursorInt,
+    decode_cursor,
+    encode_cursor,
+    page_limit,
+    query_params,
+)
 from sluice.storage.base import REQUEST_STATUSES, RequestFilters, RequestRecord
 
 if TYPE_CHECKING:
@@ -67,7 +73,7 @@ JSONL_TYPE = ("content-type", "application/x-ndjson")
 class RequestCursor(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     """Where a request listing stopped: the last row's ``created_at`` and id."""
 
-    created_at: int
+    created_at: CursorInt
     id: str
 
 

@@ -20,7 +20,7 @@ import msgspec
 from sluice.core.money import usd_from_nano
 from sluice.errors import InvalidRequestError
 from sluice.exchange.heads import JSON
-from sluice.server.pages import decode_cursor, encode_cursor, page_limit
+from sluice.server.pages import CursorInt, decode_cursor, encode_cursor, page_limit
 from sluice.server.request_list import (
     CSV_TYPE,
     JSONL_TYPE,
@@ -52,7 +52,7 @@ class SpendCursor(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     """Where a report's page stopped: its grouping and the last group's value."""
 
     by: SpendBy
-    after: str | int
+    after: str | CursorInt
 
 
 async def own_spend(gw: Gateway, call: Call) -> None:
@@ -82,7 +82,7 @@ async def _send_report(
     export = export_format(params)
     cursor = params.get("cursor")
     after = None if cursor is None else decode_cursor(cursor, SpendCursor)
-    if after is not None and after.by != by:
+    if after is not None and (after.by != by or isinstance(after.after, int) != (by == "day")):
         raise InvalidRequestError(
             "This cursor is not one this listing gave out.", code="invalid_cursor", param="cursor"
         )

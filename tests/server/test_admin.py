@@ -306,6 +306,10 @@ async def test_an_accounts_keys_are_listed_a_page_at_a_time(tmp_path: Path) -> N
             if not page["has_more"]:
                 break
             cursor = f"&cursor={page['next_cursor']}"
+        huge = await admin(
+            gw, "GET", "/admin/accounts/team/keys?cursor=WzkyMjMzNzIwMzY4NTQ3NzU4MDgsIngiXQ"
+        )
+        assert huge.status == 400 and huge.json()["error"]["code"] == "invalid_cursor"
         bad = await admin(gw, "GET", "/admin/accounts/team/keys?cursor=abc")
     listed = [key_id for page in pages for key_id in page]
     assert [len(p) for p in pages] == [2, 2, 1]

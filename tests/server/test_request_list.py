@@ -173,6 +173,12 @@ async def test_csv_and_jsonl_exports_carry_the_page_and_its_cursor(tenants: Tena
         ("limit=501", "invalid_limit", "limit"),
         ("cursor=bm9wZQ", "invalid_cursor", "cursor"),
         ("cursor=WzEsMiwzXQ", "invalid_cursor", "cursor"),  # [1,2,3]
+        (
+            "cursor=WzkyMjMzNzIwMzY4NTQ3NzU4MDgsIngiXQ",
+            "invalid_cursor",
+            "cursor",
+        ),  # [2**63,"x"]: once a 500
+        ("cursor=Wy0xLCJ4Il0", "invalid_cursor", "cursor"),  # [-1,"x"]
         ("offset=4", None, "offset"),
         ("since=yesterday", None, "since"),
         ("until=-5", None, "until"),

@@ -148,6 +148,10 @@ async def test_pages_resume_with_a_cursor_and_keep_the_whole_total(billed: Bille
     assert first["total"] == second["total"]
     wrong = await billed.get(f"/admin/spend?by=model&cursor={cursor}", ADMIN)
     assert wrong.status == 400 and wrong.json()["error"]["code"] == "invalid_cursor"
+    for forged in ("WyJkYXkiLDkyMjMzNzIwMzY4NTQ3NzU4MDhd", "WyJkYXkiLCJhYmMiXQ", "WyJtb2RlbCIsMV0"):
+        refused = await billed.get(f"/v1/spend?by=day&cursor={forged}", billed.keys["a"])
+        assert refused.status == 400, refused.body  # [day, 2**63] was a 500
+        assert refused.json()["error"]["code"] == "invalid_cursor"
 
 
 async def test_csv_and_jsonl_export_the_groups(billed: Billed) -> None:
