@@ -137,7 +137,10 @@ class Exchange:
         except Exception:
             status = 500
             _log.exception("request %s failed", request_id)
-            await self._fail(InternalError("The gateway failed to handle the request."))
+            failure = InternalError("The gateway failed to handle the request.")
+            if state.error is None:  # logged as the error it was, not as complete
+                state.error = failure
+            await self._fail(failure)
         finally:
             self.status = status
             if state.disconnect != "drain":  # a drain settles when it ends

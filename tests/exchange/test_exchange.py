@@ -366,3 +366,26 @@ async def test_a_whole_answer(
         assert (doc["id"], doc["connection"], doc["credits_used"]) == ("req_1", "a", 6e-05)
     else:
         assert doc["error"]["code"] == "guardrail_blocked"
+
+
+async def test_a_failure_inside_the_gateway_is_logged_as_an_error_not_complete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by an adversarial pass: a bug's 500 was logged as status complete with no
+    error, and counted in spend reports as a served request."""
+
+    async def broken(*_: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("sluice.exchange.exchange.complete", broken)
+    conn = connection("a")
+    async with harness(tmp_path, {"a": []}, [conn]) as h:
+        client = RecordingClient()
+        _, got = await h.run({**BODY, "stream": False}, client)
+    assert (got, client.status) == (500, 500)
+    assert (h.record.status, h.record.http_status, h.record.error_type) == (
+        "error",
+        500,
+        "server_error",
+    )
+    assert h.charged in ([], [0])  # nothing served, nothing charged

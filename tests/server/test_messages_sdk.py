@@ -300,6 +300,45 @@ async def test_a_missing_max_tokens_is_a_400_naming_it(tmp_path: Path) -> None:
     assert answer.headers["request-id"] == answer.headers["x-request-id"]
 
 
+@pytest.mark.parametrize(
+    ("messages", "param"),
+    [
+        ([{"role": "user", "content": []}], "messages[0].content"),
+        (
+            [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": []},
+                {"role": "user", "content": "again"},
+            ],
+            "messages[1].content",
+        ),
+    ],
+)
+async def test_an_empty_turn_is_a_400_naming_it(
+    tmp_path: Path, messages: list[Any], param: str
+) -> None:
+    """Found by an adversarial pass: an empty user turn reached the demo as no message
+    at all and answered 500. Only a final assistant turn may be empty (a prefill)."""
+    async with running_gateway(tmp_path) as gw:
+        assert gw.dev_key is not None
+        header = f"x-api-key: {gw.dev_key.key}\r\n"
+        body = {"model": "sluice/demo", "max_tokens": 5, "messages": messages}
+        refused = await exchange(
+            gw.host, gw.port, post("/v1/messages", json.dumps(body).encode(), None, extra=header)
+        )
+        prefill = {
+            **body,
+            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": []}],
+        }
+        allowed = await exchange(
+            gw.host, gw.port, post("/v1/messages", json.dumps(prefill).encode(), None, extra=header)
+        )
+    assert refused.status == 400, refused.body
+    error = refused.json()["error"]
+    assert (error["type"], error["param"]) == ("invalid_request_error", param)
+    assert allowed.status == 200, allowed.body
+
+
 async def test_x_api_key_is_a_key_on_the_messages_paths_only(tmp_path: Path) -> None:
     async with running_gateway(tmp_path) as gw:
         assert gw.dev_key is not None

@@ -138,6 +138,11 @@ def _conversation(turns: list[MessageParam]) -> list[Message]:
             out.append(plain or AssistantMessage(content=turn.content))
             continue
         blocks = turn.content
+        if not blocks and (turn.role == "user" or i < len(turns) - 1):
+            raise InvalidRequestError(
+                "A turn's content must not be empty (only a final assistant turn's may be).",
+                param=f"messages[{i}].content",
+            )
         if turn.role == "user":
             out += _user_turn(i, blocks)
         else:
