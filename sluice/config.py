@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
@@ -29,17 +29,20 @@ MAX_CAPACITY = 2**50
 """Largest ``limit * window_ms``: leaves room below 2**53 for debts past capacity."""
 
 
+MAX_WINDOW: Final = 366 * 86_400.0
+
+
 class LimitSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Limits of one key or one account; ``None`` means unlimited in that dimension."""
 
     requests: Annotated[int, msgspec.Meta(ge=1)] | None = None
     tokens: Annotated[int, msgspec.Meta(ge=1)] | None = None
-    window: Annotated[float, msgspec.Meta(ge=0.001)] = 60.0
-    """Seconds (millisecond precision)."""
+    window: Annotated[float, msgspec.Meta(ge=0.001, le=MAX_WINDOW)] = 60.0
+    """Seconds (millisecond precision), at most a leap year."""
 
     def __post_init__(self) -> None:
-        if self.window < 0.001:
-            raise ValueError("window must be at least 0.001 s")
+        if not 0.001 <= self.window <= MAX_WINDOW:  # inf, nan: nothing to round
+            raise ValueError(f"window must be 0.001 to {MAX_WINDOW:g} s")
         for limit in (self.requests, self.tokens):
             if limit is not None and (limit < 1 or limit * self.window_ms > MAX_CAPACITY):
                 raise ValueError(f"limit {limit} per {self.window} s is out of range")

@@ -112,6 +112,8 @@ on_disconnect = "drain"
         ),
         ("[server]\nupstream_event_bytes = 0\n", {}, "at `$.server.upstream_event_bytes`"),
         ("[server]\nmax_json_depth = 2\n", {}, "at `$.server.max_json_depth`"),
+        ("[limits]\nkey = { requests = 5, window = inf }\n", {}, "at `$.limits.key.window`"),
+        ("[limits]\nkey = { requests = 5, window = nan }\n", {}, "at `$.limits.key.window`"),
         (
             '[[connections]]\nid = "a"\nprovider = "openai-compatible"\nbase_url = "http://x"\n'
             "timeouts = { total = 0 }\n",
@@ -133,6 +135,8 @@ on_disconnect = "drain"
         "body-budget-below-body",
         "zero-event-bound",
         "shallow-json",
+        "infinite-window",
+        "nan-window",
         "zero-total",
     ],
 )
