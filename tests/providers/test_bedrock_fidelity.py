@@ -72,8 +72,11 @@ async def with_boto3(fake: FakeUpstream, call: Callable[[Any], _T]) -> _T:
 
 def stream_events(client: Any, **request: Any) -> list[dict[str, Any]]:
     request.setdefault("messages", USER)
-    response = client.converse_stream(modelId=MODEL, **request)
-    return list(response["stream"])
+    stream = client.converse_stream(modelId=MODEL, **request)["stream"]
+    try:
+        return list(stream)
+    finally:  # a stream that raised keeps its connection out of the pool: close it
+        stream.close()
 
 
 def summarize(events: list[dict[str, Any]]) -> dict[str, Any]:
