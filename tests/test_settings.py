@@ -159,6 +159,9 @@ def test_bedrock_region_from_config_or_environment() -> None:
     assert conn.base_url == "https://bedrock-runtime.us-west-2.amazonaws.com"
     with pytest.raises(ConfigError, match="region"):
         settings(plain)
+    for odd in ("us-east-1.", "../../x", "US-EAST-1"):  # a region goes into a host name
+        with pytest.raises(ConfigError, match="region"):
+            settings(plain.replace('"aws-bedrock"\n', f'"aws-bedrock"\nregion = "{odd}"\n'))
     custom = plain + 'base_url = "https://bedrock.example.internal"\n'
     with pytest.raises(ConfigError, match="region"):
         settings(custom)

@@ -7,8 +7,9 @@ This table is the only place that lists provider kinds; everything outside
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Mapping
-from typing import cast
+from typing import Final, cast
 
 import msgspec
 
@@ -108,6 +109,9 @@ def region_from_env(spec: ProviderSpec, env: Mapping[str, str]) -> str | None:
     return next((env[name] for name in spec.region_env if env.get(name)), None)
 
 
+_REGION: Final = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
 def upstream_base_url(spec: ProviderSpec, base_url: str | None, region: str | None) -> str:
     """A connection's base URL: its own or the provider's default, ``{region}`` filled
     in. ``ValueError`` says what is missing (settings, the admin API and accounts'
@@ -118,5 +122,7 @@ def upstream_base_url(spec: ProviderSpec, base_url: str | None, region: str | No
     if "{region}" in url:
         if not region:
             raise ValueError(f"a region is required for {spec.kind}")
+        if _REGION.fullmatch(region) is None:
+            raise ValueError("region is lower-case letters, digits and hyphens (us-east-1)")
         url = url.format(region=region)
     return url

@@ -198,7 +198,7 @@ def check_url(url: str, *, allow_private: bool = False) -> UpstreamHost:
     if port == 0:
         raise _invalid("base_url port must be between 1 and 65535")
     address = parse_ip_host(host)
-    if address is None and not set(raw_host) <= _HOST_CHARS:
+    if address is None and not (set(raw_host) <= _HOST_CHARS and _labels_fit(raw_host)):
         raise _invalid("base_url host is not a valid host name")
     target = UpstreamHost(raw_host if address is None else str(address), port, address)
     if allow_private:
@@ -207,6 +207,13 @@ def check_url(url: str, *, allow_private: bool = False) -> UpstreamHost:
     if reason is not None:
         raise denied(f"base_url points to {article(reason)} address")
     return target
+
+
+def _labels_fit(host: str) -> bool:
+    """Every dot-separated label 1-63 characters (a final dot allowed), 253 in all: what
+    a resolver can be asked about at all."""
+    labels = (host[:-1] if host.endswith(".") else host).split(".")
+    return len(host) <= 253 and all(0 < len(label) <= 63 for label in labels)
 
 
 def _authority(url: str) -> str:

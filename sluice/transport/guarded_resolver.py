@@ -187,6 +187,10 @@ def resolver_lookup(resolver: AbstractResolver) -> Resolve:
 
 
 async def system_resolve(host: str, port: int) -> list[str]:
-    """The system resolver (``getaddrinfo`` in a thread) as a :data:`Resolve` function."""
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    """The system resolver (``getaddrinfo`` in a thread) as a :data:`Resolve` function;
+    a name IDNA cannot encode is one that does not resolve."""
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except UnicodeError:
+        raise socket.gaierror(socket.EAI_NONAME, f"{host!r} is not a name") from None
     return [str(info[4][0]) for info in infos]

@@ -201,6 +201,9 @@ MALFORMED_URLS = [
     ("http://api.example.com\n/v1", "spaces or control characters"),
     ("http://%31%32%37.0.0.1/", "not a valid host name"),
     ("http://exa$mple.com/", "not a valid host name"),
+    ("http://a..b.com/v1", "not a valid host name"),  # IDNA refuses: once a 500 at save
+    ("http://" + "a" * 64 + ".com/", "not a valid host name"),
+    ("http://" + ".".join(["abcdefgh"] * 30) + "/", "not a valid host name"),
     ("http://127.0.0.1\\@good.com/", "not a valid URL"),
     ("http://[1.2.3.4]/", "not a valid URL"),
     ("http://api.example.com:99999/", "not a valid URL"),
