@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from sluice.errors import AuthenticationError, InvalidRequestError, NotFoundError
+from sluice.errors import (
+    AuthenticationError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+)
 from sluice.server.admin import authorize
 from sluice.server.auth import credentials
 from sluice.server.pages import query_params
@@ -54,13 +59,15 @@ class LiveSnapshot(msgspec.Struct, kw_only=True):
 
 
 async def live_requests(gw: Gateway, call: Call) -> None:
-    interval = _interval(query_params(call.request.query, ("interval_ms",)).get("interval_ms"))
     account_id = await _scope(gw, call)
+    interval = _interval(query_params(call.request.query, ("interval_ms",)).get("interval_ms"))
     tasks, writer = gw.services.tasks, call.writer
     encoder = msgspec.json.Encoder()
     writer.start(200, [*call.headers, *_HEADERS])
     before: set[str] = set()
-    while not tasks.stopping:
+    while not tasks.stopping and not writer.head_only:
+        if not await _still_allowed(gw, call):  # revoked or expired since: the feed ends
+            break
         rows = tasks.in_flight(account_id)
         now = {row.id for row in rows}
         snapshot = LiveSnapshot(
@@ -85,6 +92,16 @@ def _interval(text: str | None) -> float:
             param="interval_ms",
         )
     return int(text) / 1000
+
+
+async def _still_allowed(gw: Gateway, call: Call) -> bool:
+    """The caller's key is still good (checked before every event, through the auth
+    cache a revocation clears at once)."""
+    try:
+        await _scope(gw, call)
+    except (AuthenticationError, PermissionDeniedError):
+        return False
+    return True
 
 
 async def _scope(gw: Gateway, call: Call) -> str | None:

@@ -148,6 +148,11 @@ class ResponseWriter:
             await self._conn.drain()
 
     @property
+    def head_only(self) -> bool:
+        """A HEAD request: the head is all that goes out (an endless stream ends at once)."""
+        return self._head_only
+
+    @property
     def interrupted(self) -> bool:
         """The gateway stopped this response (not the client leaving)."""
         return self._conn.interrupted

@@ -158,9 +158,43 @@ async def test_no_key_a_wrong_key_and_a_bad_interval_are_refused(tmp_path: Path)
     async with running_gateway(tmp_path, SERVER, env=ENV) as gw:
         key = await metered_key(gw.gateway.store, "team", 10**9)
         keyless = await exchange(gw.host, gw.port, get("/v1/requests/live", None))
+        keyless_bad = await exchange(gw.host, gw.port, get("/v1/requests/live?interval_ms=5", None))
         wrong = await exchange(gw.host, gw.port, get("/v1/requests/live", "sk-nope"))
         bad = await exchange(gw.host, gw.port, get("/v1/requests/live?interval_ms=5", key))
         unknown = await exchange(gw.host, gw.port, get("/v1/requests/live?x=1", key))
     assert keyless.status == 401 and wrong.status == 401
+    assert keyless_bad.status == 401  # who asks is checked before what they ask
     assert bad.status == 400 and bad.json()["error"]["code"] == "invalid_interval"
     assert unknown.status == 400 and unknown.json()["error"]["param"] == "x"
+
+
+async def test_a_revoked_keys_feed_ends_at_its_next_event(tmp_path: Path) -> None:
+    """Found by an adversarial pass: an open feed went on carrying the account's rows
+    after its key was revoked."""
+    async with running_gateway(tmp_path, SERVER, env=ENV) as gw:
+        key = await metered_key(gw.gateway.store, "team", 10**9)
+        feed = await Feed.open(gw.host, gw.port, key, "?interval_ms=100")
+        assert (await feed.next())["requests"] == []
+        revoke = json.dumps({"prefix": key[:16]}).encode()
+        revoked = await exchange(gw.host, gw.port, post("/admin/keys/revoke", revoke, ADMIN))
+        assert revoked.status == 200 and revoked.json()["revoked"] == 1
+        seen = 0
+        while (data := await asyncio.wait_for(feed.client.read_chunk(), 5)) is not None:
+            seen += 1
+            assert seen < 3, data  # at most the event already on its way
+        await feed.client.close()
+
+
+async def test_head_answers_the_head_and_the_connection_goes_on(tmp_path: Path) -> None:
+    """Found by an adversarial pass: HEAD started the endless feed without a body, so
+    the keep-alive connection never answered its next request."""
+    async with running_gateway(tmp_path, SERVER) as gw:
+        key = await metered_key(gw.gateway.store, "team", 10**9)
+        client = await RawClient.connect(gw.host, gw.port)
+        head = get("/v1/requests/live", key).replace(b"GET ", b"HEAD ", 1)
+        await client.send(head + get("/health", None))
+        status, headers = await asyncio.wait_for(client.read_head(), 5)
+        after = await asyncio.wait_for(client.read_response(), 5)
+        await client.close()
+    assert status == 200 and headers["content-type"].startswith("text/event-stream")
+    assert after.status == 200 and after.json() == {"status": "ok"}
