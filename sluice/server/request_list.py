@@ -64,7 +64,7 @@ _TEXT_FILTERS = (("status", "status"), ("model", "model"), ("provider", "provide
 _PARAMS = ("limit", "cursor", "format", "status", "model", "provider", "key", "since", "until")
 _SECONDS = re.compile(r"[0-9]{1,12}")
 _MAX_TEXT = 256
-_FORMULA = ("=", "+", "@", "\t", "\r")
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
 _ENCODER = msgspec.json.Encoder()
 CSV_TYPE = ("content-type", "text/csv; charset=utf-8")
 JSONL_TYPE = ("content-type", "application/x-ndjson")
@@ -176,6 +176,8 @@ def csv_cell(value: object) -> str:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)  # a number, negative or not, stays a number
     text = str(value)
     return "'" + text if text.startswith(_FORMULA) else text
 

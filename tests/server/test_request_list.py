@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sluice.server.lifecycle import RunningGateway
-from sluice.server.request_list import CSV_COLUMNS
+from sluice.server.request_list import CSV_COLUMNS, csv_cell
 from sluice.storage.base import RequestRecord
 from tests.support.accounts import metered_key
 from tests.support.databases import fresh_postgres
@@ -195,3 +195,22 @@ async def test_malformed_parameters_are_400(
         assert resp.status == 400, (path, query)
         error = resp.json()["error"]
         assert error["param"] == param and (code is None or error["code"] == code)
+
+
+@pytest.mark.parametrize(
+    ("value", "cell"),
+    [
+        ("-2+3", "'-2+3"),  # a model or label a spreadsheet would compute: once let through
+        ("=cmd", "'=cmd"),
+        ("+1", "'+1"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\tx", "'\tx"),
+        ("plain", "plain"),
+        (-5, "-5"),  # numbers stay numbers
+        (-0.25, "-0.25"),
+        (True, "true"),
+        (None, ""),
+    ],
+)
+def test_a_csv_cell_defuses_formulas_and_keeps_numbers(value: object, cell: str) -> None:
+    assert csv_cell(value) == cell
