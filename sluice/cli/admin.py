@@ -6,6 +6,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -130,8 +131,9 @@ def accounts_update(
         account = await store.get_account(name)
         if account is None:
             raise click.ClickException(f"no account named {name!r}")
-        policy = _policy(changes, account.policy)
-        await store.update_account(account.id, policy)
+        policy = await store.change_account(account.id, partial(_policy, changes))
+        if policy is None:
+            raise click.ClickException(f"no account named {name!r}")
         return msgspec.structs.replace(account, policy=policy)
 
     click.echo(_show(_run(config_path, home, work)))

@@ -10,6 +10,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -113,9 +114,10 @@ def keys_update(prefix: str, config_path: Path | None, home: str | None, **optio
         found = await store.find_key(prefix)
         if found is None:
             raise click.ClickException(f"no live key starts with {prefix!r}")
-        label, policy = apply_changes(changes, found.name, found.policy)
-        await store.update_key(found.id, name=label, policy=policy)
-        updated = msgspec.structs.replace(found, name=label, policy=policy)
+        changed = await store.change_key(found.id, partial(apply_changes, changes))
+        if changed is None:
+            raise click.ClickException(f"no live key starts with {prefix!r}")
+        updated = msgspec.structs.replace(found, name=changed[0], policy=changed[1])
         return await key_doc(store, updated, int(time.time()))
 
     try:
@@ -138,7 +140,10 @@ def keys_rotate(prefix: str, config_path: Path | None, home: str | None) -> None
         found = await store.find_key(prefix)
         if found is None:
             raise click.ClickException(f"no live key starts with {prefix!r}")
-        await store.rotate_key(found.id, key_digest=key_digest(key), prefix=key_prefix(key))
+        if not await store.rotate_key(
+            found.id, key_digest=key_digest(key), prefix=key_prefix(key), was=found.prefix
+        ):
+            raise click.ClickException("the key was rotated or revoked meanwhile; try again")
 
     try:
         _run(config_path, home, work)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import re
+from functools import partial
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -157,8 +158,11 @@ async def _accounts_and_keys(gw: Gateway, call: Call, parts: list[str], now: int
         case ["accounts", name] if method == "PATCH":
             account = await find_account(gw, name)
             changes = decode_json(body, AllowanceChanges)
-            policy = apply_account_changes(changes, account.policy)
-            await gw.store.update_account(account.id, policy)
+            policy = await gw.store.change_account(
+                account.id, partial(apply_account_changes, changes)
+            )
+            if policy is None:
+                raise NotFoundError(f"No account named '{name}'.", code="account_not_found")
             gw.auth.forget()  # its keys' next requests see it (other replicas: the ttl)
             updated = msgspec.structs.replace(account, policy=policy)
             await send_json(call, 200, await _account_shown(gw, updated, now))

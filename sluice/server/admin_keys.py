@@ -4,6 +4,7 @@ rotate its secret, revoke. Secrets are shown once, when made; never stored."""
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import TYPE_CHECKING, Annotated
 
 import msgspec
@@ -11,7 +12,7 @@ import msgspec
 from sluice.accounts.keys import key_digest, key_prefix, new_key
 from sluice.accounts.policy import KeyChanges, apply_changes, key_doc
 from sluice.core.principal import NO_POLICY
-from sluice.errors import InvalidRequestError, NotFoundError
+from sluice.errors import ConflictError, InvalidRequestError, NotFoundError
 from sluice.ids import random_id
 from sluice.server.admin_common import decode_json, find_account, send_json
 from sluice.server.pages import (
@@ -87,15 +88,24 @@ async def key_endpoints(gw: Gateway, call: Call, parts: list[str], now: int) -> 
             await send_json(call, 201, {"key": key, **await key_doc(gw.store, info, now)})
         case ["keys", prefix] if method == "PATCH":
             found = await _key(gw, prefix)
-            label, policy = apply_changes(decode_json(body, KeyChanges), found.name, found.policy)
-            await gw.store.update_key(found.id, name=label, policy=policy)
+            changes = decode_json(body, KeyChanges)
+            changed = await gw.store.change_key(found.id, partial(apply_changes, changes))
+            if changed is None:
+                raise NotFoundError(f"No live key starts with '{prefix}'.", code="key_not_found")
             gw.auth.forget()  # the next request sees it (other replicas: within the cache ttl)
-            updated = msgspec.structs.replace(found, name=label, policy=policy)
+            updated = msgspec.structs.replace(found, name=changed[0], policy=changed[1])
             await send_json(call, 200, await key_doc(gw.store, updated, now))
         case ["keys", prefix, "rotate"] if method == "POST":
             found = await _key(gw, prefix)
             key = new_key(os.urandom(32))
-            await gw.store.rotate_key(found.id, key_digest=key_digest(key), prefix=key_prefix(key))
+            fresh = key_digest(key), key_prefix(key)
+            if not await gw.store.rotate_key(
+                found.id, key_digest=fresh[0], prefix=fresh[1], was=found.prefix
+            ):
+                raise ConflictError(
+                    "The key was rotated or revoked meanwhile; this rotation was not made.",
+                    code="key_changed",
+                )
             gw.auth.forget()  # the old secret stops here at once (other replicas: the ttl)
             rotated = msgspec.structs.replace(found, prefix=key_prefix(key))
             await send_json(call, 200, {"key": key, **await key_doc(gw.store, rotated, now)})

@@ -15,6 +15,7 @@ SQL. The invariants a backend keeps, under concurrency and across processes:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 import msgspec
@@ -212,6 +213,10 @@ class RequestFilters(msgspec.Struct, frozen=True, kw_only=True):
     until: int | None = None
 
 
+KeyChange = Callable[[str | None, KeyPolicy], tuple[str | None, KeyPolicy]]
+"""What a change makes of a key's label and policy as they are stored now."""
+AccountChange = Callable[[AccountPolicy], AccountPolicy]
+
 KeyPosition = tuple[int, str]
 """Where a key listing stopped: the last key's ``(created_at, id)``."""
 
@@ -265,8 +270,10 @@ class Store(Protocol):
 
     async def get_account(self, name: str) -> Account | None: ...
 
-    async def update_account(self, account_id: str, policy: AccountPolicy) -> None:
-        """Replace an account's policy (it takes effect on its keys' next requests)."""
+    async def change_account(self, account_id: str, change: AccountChange) -> AccountPolicy | None:
+        """Apply ``change`` to the account's policy as stored now and store the result, in
+        one transaction, so concurrent changes each build on the one before (none is
+        lost); it takes effect on its keys' next requests. None: no such account."""
         ...
 
     async def add_credits(self, name: str, amount: int, *, now: int, note: str) -> Account:
@@ -297,12 +304,17 @@ class Store(Protocol):
         none. Raises :class:`~sluice.errors.ConflictError` when several match."""
         ...
 
-    async def update_key(self, key_id: str, *, name: str | None, policy: KeyPolicy) -> None:
-        """Replace a key's label and policy (it takes effect on the key's next request)."""
+    async def change_key(
+        self, key_id: str, change: KeyChange
+    ) -> tuple[str | None, KeyPolicy] | None:
+        """Apply ``change`` to the key's label and policy as stored now and store the
+        result, in one transaction (see :meth:`change_account`); None: no such key."""
         ...
 
-    async def rotate_key(self, key_id: str, *, key_digest: str, prefix: str) -> None:
-        """A new secret for the same key record: the old one stops working."""
+    async def rotate_key(self, key_id: str, *, key_digest: str, prefix: str, was: str) -> bool:
+        """A new secret for the same key record (the old one stops working), if the key
+        is live and its prefix still ``was``; False when a rotation or revocation came
+        first (its secret stands, this one is not stored)."""
         ...
 
     async def key_spent(self, key_id: str, since: int) -> int:

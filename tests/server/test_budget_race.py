@@ -85,7 +85,9 @@ async def budgeted_keys(store: Store, whose: str) -> list[str]:
     if whose == "key":
         return [await metered_key(store, "team", 1000 * USD, KeyPolicy(budget=budget))]
     keys = [await metered_key(store, "team", 1000 * USD), await second_key(store, "acct_team")]
-    await store.update_account("acct_team", AccountPolicy(budget=budget, budget_period="daily"))
+    await store.change_account(
+        "acct_team", lambda _: AccountPolicy(budget=budget, budget_period="daily")
+    )
     return keys
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from functools import partial
 
+import msgspec
 import pytest
 
 from sluice.core.principal import AccountPolicy, period_start
@@ -140,7 +142,7 @@ async def test_the_policy_is_stored_with_the_account_and_its_keys_principal(stor
     await funded(store)
     await store.add_key("key_x", account_id="acct_t", key_digest="d", prefix="p", name=None, now=1)
     policy = AccountPolicy(rpm=7, budget=3 * USD, budget_period="weekly", metadata={"t": "x"})
-    await store.update_account("acct_t", policy)
+    assert await store.change_account("acct_t", lambda _: policy) == policy
     account = await store.get_account("team")
     principal = await store.find_principal("d")
     assert account is not None and account.policy == policy
@@ -179,3 +181,18 @@ def test_a_period_starts_at_its_utc_boundary(now: str, period: str, start: str) 
 
 def test_a_budget_that_never_resets_counts_from_the_start() -> None:
     assert period_start(_at("2026-12-01T13:45:10"), "never") == 0
+
+
+async def test_concurrent_account_changes_each_build_on_the_one_before(store: Store) -> None:
+    await funded(store)
+    changes = {"rpm": 7, "tpm": 700, "budget": 3 * USD, "budget_period": "weekly"}
+    await asyncio.gather(
+        *(
+            store.change_account("acct_t", partial(msgspec.structs.replace, **{name: value}))
+            for name, value in changes.items()
+        )
+    )
+    account = await store.get_account("team")
+    assert account is not None
+    assert {name: getattr(account.policy, name) for name in changes} == changes
+    assert await store.change_account("acct_none", lambda p: p) is None

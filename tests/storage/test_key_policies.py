@@ -3,6 +3,10 @@ replaced in place; on both backends."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
+import msgspec
 import pytest
 
 from sluice.accounts.keys import key_digest, key_prefix, new_key
@@ -52,7 +56,10 @@ async def test_find_key_by_prefix_and_replace_its_policy(store: Store) -> None:
     key = await _key(store, 3)
     found = await store.find_key(key_prefix(key))
     assert found is not None and found.id == "key_3" and found.policy == NO_POLICY
-    await store.update_key("key_3", name="renamed", policy=POLICY)
+    assert await store.change_key("key_3", lambda _n, _p: ("renamed", POLICY)) == (
+        "renamed",
+        POLICY,
+    )
     again = await store.find_key(key_prefix(key)[:14])
     principal = await store.find_principal(key_digest(key))
     assert again is not None and (again.name, again.policy) == ("renamed", POLICY)
@@ -96,3 +103,48 @@ async def test_keys_are_listed_oldest_first_a_page_at_a_time(store: Store) -> No
             break
         after = (page[-1].created_at, page[-1].id)
     assert pages == [everything[:4], everything[4:]]
+
+
+async def test_concurrent_changes_each_build_on_the_one_before(store: Store) -> None:
+    """Found by an adversarial pass: seven PATCHes at once, each setting one field, left
+    four of them unset (each wrote what it had read before the others)."""
+    await _key(store, 5)
+    fields = {
+        "rpm": 5,
+        "tpm": 500,
+        "budget": 10**9,
+        "models": ("a/*",),
+        "expires_at": 2_000_000_000,
+    }
+
+    def setting(
+        name: str, value: object
+    ) -> Callable[[str | None, KeyPolicy], tuple[str | None, KeyPolicy]]:
+        def change(label: str | None, policy: KeyPolicy) -> tuple[str | None, KeyPolicy]:
+            return label, msgspec.structs.replace(policy, **{name: value})
+
+        return change
+
+    await asyncio.gather(*(store.change_key("key_5", setting(k, v)) for k, v in fields.items()))
+    found = await store.find_key("sk-sluice-")
+    assert found is not None
+    assert {k: getattr(found.policy, k) for k in fields} == fields
+    assert await store.change_key("key_none", setting("rpm", 1)) is None
+
+
+async def test_of_concurrent_rotations_exactly_one_is_made(store: Store) -> None:
+    key = await _key(store, 6)
+    was = key_prefix(key)
+    fresh = [new_key(bytes([n]) * 32) for n in range(10, 20)]
+    made = await asyncio.gather(
+        *(
+            store.rotate_key("key_6", key_digest=key_digest(k), prefix=key_prefix(k), was=was)
+            for k in fresh
+        )
+    )
+    assert made.count(True) == 1
+    winner = fresh[made.index(True)]
+    assert await store.find_principal(key_digest(winner)) is not None
+    for loser in (k for k in fresh if k != winner):
+        assert await store.find_principal(key_digest(loser)) is None
+    assert await store.find_principal(key_digest(key)) is None

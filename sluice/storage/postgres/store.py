@@ -20,7 +20,15 @@ from sluice.core.principal import (
     policy_json,
 )
 from sluice.errors import ConfigError, ConflictError, NotFoundError
-from sluice.storage.base import Account, KeyInfo, KeyPosition, balance_limit_error, one_key
+from sluice.storage.base import (
+    Account,
+    AccountChange,
+    KeyChange,
+    KeyInfo,
+    KeyPosition,
+    balance_limit_error,
+    one_key,
+)
 from sluice.storage.budgets import KEY_SPENT_SQL
 from sluice.storage.migrations import migration_scripts
 from sluice.storage.postgres.holds import PostgresHolds
@@ -153,10 +161,18 @@ class PostgresStore(PostgresHolds):
         row = await self.pool.fetchrow(f"SELECT {_ACCOUNT} FROM accounts a WHERE a.name = $1", name)
         return None if row is None else _account(row)
 
-    async def update_account(self, account_id: str, policy: AccountPolicy) -> None:
-        await self.pool.execute(
-            "UPDATE accounts SET policy = $1 WHERE id = $2", policy_json(policy), account_id
-        )
+    async def change_account(self, account_id: str, change: AccountChange) -> AccountPolicy | None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                "SELECT policy FROM accounts WHERE id = $1 FOR UPDATE", account_id
+            )
+            if row is None:
+                return None
+            policy = change(account_policy_from_json(row["policy"]))
+            await conn.execute(
+                "UPDATE accounts SET policy = $1 WHERE id = $2", policy_json(policy), account_id
+            )
+            return policy
 
     async def add_credits(self, name: str, amount: int, *, now: int, note: str) -> Account:
         async with self.pool.acquire() as conn, conn.transaction():
@@ -231,25 +247,38 @@ class PostgresStore(PostgresHolds):
         )
         return one_key(prefix, [_key_from(row) for row in rows])
 
-    async def rotate_key(self, key_id: str, *, key_digest: str, prefix: str) -> None:
-        await self.pool.execute(
-            "UPDATE api_keys SET key_digest = $1, prefix = $2 WHERE id = $3",
+    async def rotate_key(self, key_id: str, *, key_digest: str, prefix: str, was: str) -> bool:
+        status = await self.pool.execute(
+            "UPDATE api_keys SET key_digest = $1, prefix = $2 "
+            "WHERE id = $3 AND prefix = $4 AND revoked_at IS NULL",
             key_digest,
             prefix,
             key_id,
+            was,
         )
+        return status.split()[-1] == "1"
 
     async def key_spent(self, key_id: str, since: int) -> int:
         spent = await self.pool.fetchval(KEY_SPENT_SQL.format("$1", "$2"), key_id, since)
         return int(spent)
 
-    async def update_key(self, key_id: str, *, name: str | None, policy: KeyPolicy) -> None:
-        await self.pool.execute(
-            "UPDATE api_keys SET name = $1, policy = $2 WHERE id = $3",
-            name,
-            policy_json(policy),
-            key_id,
-        )
+    async def change_key(
+        self, key_id: str, change: KeyChange
+    ) -> tuple[str | None, KeyPolicy] | None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                "SELECT name, policy FROM api_keys WHERE id = $1 FOR UPDATE", key_id
+            )
+            if row is None:
+                return None
+            name, policy = change(row["name"], policy_from_json(row["policy"]))
+            await conn.execute(
+                "UPDATE api_keys SET name = $1, policy = $2 WHERE id = $3",
+                name,
+                policy_json(policy),
+                key_id,
+            )
+            return name, policy
 
     async def revoke_keys(self, prefix: str, now: int) -> int:
         status = await self.pool.execute(

@@ -16,7 +16,15 @@ from sluice.core.principal import (
     policy_json,
 )
 from sluice.errors import ConflictError, NotFoundError
-from sluice.storage.base import Account, KeyInfo, KeyPosition, balance_limit_error, one_key
+from sluice.storage.base import (
+    Account,
+    AccountChange,
+    KeyChange,
+    KeyInfo,
+    KeyPosition,
+    balance_limit_error,
+    one_key,
+)
 from sluice.storage.budgets import KEY_SPENT_SQL
 from sluice.storage.sqlite.connection import Row, SqliteBase, Tx
 
@@ -122,12 +130,18 @@ class SqliteAccounts(SqliteBase):
         row = await self.one(f"SELECT {ACCOUNT_COLUMNS} FROM accounts a WHERE a.name = ?", (name,))
         return None if row is None else account_from(row)
 
-    async def update_account(self, account_id: str, policy: AccountPolicy) -> None:
-        await self.write(
-            lambda tx: tx.execute(
+    async def change_account(self, account_id: str, change: AccountChange) -> AccountPolicy | None:
+        def work(tx: Tx) -> AccountPolicy | None:
+            row = tx.one("SELECT policy FROM accounts WHERE id = ?", (account_id,))
+            if row is None:
+                return None
+            policy = change(account_policy_from_json(row[0]))
+            tx.execute(
                 "UPDATE accounts SET policy = ? WHERE id = ?", (policy_json(policy), account_id)
             )
-        )
+            return policy
+
+        return await self.write(work)
 
     async def add_credits(self, name: str, amount: int, *, now: int, note: str) -> Account:
         def work(tx: Tx) -> Account:
@@ -185,25 +199,35 @@ class SqliteAccounts(SqliteBase):
         )
         return one_key(prefix, [_key_from(row) for row in rows])
 
-    async def rotate_key(self, key_id: str, *, key_digest: str, prefix: str) -> None:
-        await self.write(
+    async def rotate_key(self, key_id: str, *, key_digest: str, prefix: str, was: str) -> bool:
+        changed = await self.write(
             lambda tx: tx.execute(
-                "UPDATE api_keys SET key_digest = ?, prefix = ? WHERE id = ?",
-                (key_digest, prefix, key_id),
+                "UPDATE api_keys SET key_digest = ?, prefix = ? "
+                "WHERE id = ? AND prefix = ? AND revoked_at IS NULL",
+                (key_digest, prefix, key_id, was),
             )
         )
+        return changed == 1
 
     async def key_spent(self, key_id: str, since: int) -> int:
         row = await self.one(KEY_SPENT_SQL.format("?", "?"), (key_id, since))
         return 0 if row is None else int(row[0])
 
-    async def update_key(self, key_id: str, *, name: str | None, policy: KeyPolicy) -> None:
-        await self.write(
-            lambda tx: tx.execute(
+    async def change_key(
+        self, key_id: str, change: KeyChange
+    ) -> tuple[str | None, KeyPolicy] | None:
+        def work(tx: Tx) -> tuple[str | None, KeyPolicy] | None:
+            row = tx.one("SELECT name, policy FROM api_keys WHERE id = ?", (key_id,))
+            if row is None:
+                return None
+            name, policy = change(row[0], policy_from_json(row[1]))
+            tx.execute(
                 "UPDATE api_keys SET name = ?, policy = ? WHERE id = ?",
                 (name, policy_json(policy), key_id),
             )
-        )
+            return name, policy
+
+        return await self.write(work)
 
     async def revoke_keys(self, prefix: str, now: int) -> int:
         return await self.write(
