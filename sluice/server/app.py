@@ -237,12 +237,19 @@ class Gateway:
             resolve=system_resolve,
         )
 
-    def refused(self, status: int, message: str, target: bytes) -> tuple[Headers, bytes]:
+    def refused(
+        self, status: int, message: str, target: bytes, origin: bytes | None
+    ) -> tuple[Headers, bytes]:
         """The response for a request the HTTP layer refused (too big, too slow, malformed),
-        in the error shape of the front door its target names, if any."""
+        in the error shape of the front door its target names, if any, and readable by
+        an allowed browser origin."""
         err = connection_error(status, message)
         request_id = self.new_id("req")
         headers = [("x-request-id", request_id)]
+        seen = {} if origin is None else {"origin": origin.decode("latin-1")}
+        allowed = allowed_origin(self.settings.server.cors_origins, seen)
+        if allowed is not None:
+            headers += cors_headers(allowed)
         door = self._doors.get(target.partition(b"?")[0].decode("latin-1"))
         if door is None:
             return error_headers(err, headers), error_json(err)

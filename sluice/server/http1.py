@@ -49,10 +49,12 @@ _BUSY = "The gateway is receiving too many request bodies; retry shortly."
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
-ErrorResponse = Callable[[int, str, bytes], tuple[Headers, bytes]]
-"""``(status, message, target) -> (headers, body)`` for requests refused before any
-handler; ``target``: the request target as far as it was read (``b""`` if not at all),
-so that the answer can take the shape of the front door it was meant for."""
+ErrorResponse = Callable[[int, str, bytes, bytes | None], tuple[Headers, bytes]]
+"""``(status, message, target, origin) -> (headers, body)`` for requests refused before
+any handler; ``target``: the request target as far as it was read (``b""`` if not at
+all), so that the answer can take the shape of the front door it was meant for;
+``origin``: its ``Origin`` header if one was read (a browser must be let read the
+error too)."""
 
 
 class HttpConnection(asyncio.Protocol):
@@ -75,7 +77,7 @@ class HttpConnection(asyncio.Protocol):
         self._pipeline = Pipeline(intake)
         self._drain: asyncio.Future[None] | None = None
         self._closing = False
-        self._refusal: tuple[int, str, bytes] | None = None  # answered after those before it
+        self._refusal: tuple[int, str, bytes, bytes | None] | None = None  # after those before
         self._lingering: asyncio.Transport | None = None
         self._lingered = 0
         self.paused = False
@@ -358,7 +360,8 @@ class HttpConnection(asyncio.Protocol):
         self._drop_body()
         if self._transport is None or self._refusal is not None:
             return
-        self._refusal = (status, message, self._url)
+        origin = next((v for n, v in self._headers if n.lower() == b"origin"), None)
+        self._refusal = (status, message, self._url, origin)
         if self._task is None:
             self._answer_refusal()
         else:
@@ -372,8 +375,8 @@ class HttpConnection(asyncio.Protocol):
         if transport is None or refusal is None:
             return
         self._transport = None
-        status, message, target = refusal
-        headers, body = self._error_response(status, message, target)
+        status, message, target, origin = refusal
+        headers, body = self._error_response(status, message, target, origin)
         headers = [*headers, ("content-length", str(len(body))), ("connection", "close")]
         transport.write(response_head(status, headers) + body)
         if not transport.can_write_eof():

@@ -28,7 +28,9 @@ LIMITS = Limits(
 )
 
 
-def refused(status: int, message: str, target: bytes) -> tuple[list[tuple[str, str]], bytes]:
+def refused(
+    status: int, message: str, target: bytes, origin: bytes | None
+) -> tuple[list[tuple[str, str]], bytes]:
     """The gateway's answer to a refused head: its error body, as ``Gateway.refused``."""
     return [("content-type", "application/json")], error_json(connection_error(status, message))
 

@@ -40,7 +40,7 @@ async def test_nothing_is_allowed_by_default(tmp_path: Path) -> None:
 
 
 async def test_an_allowed_origin_is_answered_and_named_on_every_answer(tmp_path: Path) -> None:
-    config = f'[server]\nport = 0\ncors_origins = ["{APP}"]\n'
+    config = f'[server]\nport = 0\nmax_body_bytes = 2000\ncors_origins = ["{APP}"]\n'
     async with running_gateway(tmp_path, config) as gw:
         assert gw.dev_key is not None
         allowed = await exchange(gw.host, gw.port, preflight(APP))
@@ -54,6 +54,19 @@ async def test_an_allowed_origin_is_answered_and_named_on_every_answer(tmp_path:
         refused = await exchange(
             gw.host, gw.port, post("/v1/chat/completions", BODY.encode(), None, extra=origin)
         )
+        large = b'{"model":"sluice/demo","messages":[{"role":"user","content":"%b"}]}' % (
+            b"x" * 3000
+        )
+        too_large = await exchange(  # refused by the HTTP layer, before any handler
+            gw.host, gw.port, post("/v1/chat/completions", large, gw.dev_key.key, extra=origin)
+        )
+        elsewhere = await exchange(
+            gw.host,
+            gw.port,
+            post("/v1/messages", large, gw.dev_key.key, extra="Origin: https://evil.test\r\n"),
+        )
+    assert too_large.status == 413 and too_large.headers["access-control-allow-origin"] == APP
+    assert elsewhere.status == 413 and "access-control-allow-origin" not in elsewhere.headers
     assert allowed.status == 204
     assert allowed.headers["access-control-allow-origin"] == APP
     assert "POST" in allowed.headers["access-control-allow-methods"]
