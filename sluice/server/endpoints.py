@@ -108,11 +108,15 @@ async def request_log(gw: Gateway, call: Call) -> None:
     record = None
     if _REQUEST_ID.fullmatch(request_id):
         account_id = call.principal.account_id
-        await gw.writer.flush_pending(request_id)
-        record = await gw.store.get_request(request_id, account_id)
-        if record is None:  # still running: its row as it stands
-            live = gw.services.tasks.live(request_id)
-            record = live if live is not None and live.account_id == account_id else None
+        # running first: a request that ends queues its row before it stops running, so
+        # it is always one or the other (the other way round, one ending meanwhile was
+        # neither: a 404 at the end of a stream)
+        live = gw.services.tasks.live(request_id)
+        if live is not None:
+            record = live if live.account_id == account_id else None
+        else:
+            await gw.writer.flush_pending(request_id)
+            record = await gw.store.get_request(request_id, account_id)
     if record is None:
         raise NotFoundError(
             f"No request '{request_id}' for this account.", code="request_not_found"

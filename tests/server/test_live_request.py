@@ -53,3 +53,45 @@ async def test_a_running_request_shows_its_tokens_rising(
     assert tokens[0] > 0 and tokens[0] < tokens[1] < tokens[2], tokens
     assert theirs.status == 404
     assert done["status"] == "complete" and done["completion_tokens"] >= tokens[2]
+
+
+async def test_a_request_polled_as_it_ends_is_always_found(tmp_path: Path) -> None:
+    """Found by an adversarial pass: polled while streams ended, 4 of ~490 answers were
+    404 (the row was read before it was queued, the live state after it had gone)."""
+    demo = json.dumps(
+        {
+            "model": "sluice/demo-fast",
+            "stream": True,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    ).encode()
+    async with running_gateway(tmp_path) as gw:
+        assert gw.dev_key is not None
+        key = gw.dev_key.key
+
+        async def stream_and_poll() -> list[int]:
+            client = await RawClient.connect(gw.host, gw.port)
+            await client.send(post("/v1/chat/completions", demo, key))
+            _, headers = await client.read_head()
+            reading = asyncio.ensure_future(_drain(client))
+            statuses = []
+            while True:
+                polled = await exchange(
+                    gw.host, gw.port, get(f"/v1/requests/{headers['x-request-id']}", key)
+                )
+                statuses.append(polled.status)
+                if polled.status != 200 or polled.json()["status"] != "in_progress":
+                    break
+            await reading
+            await client.close()
+            return statuses
+
+        polls = [
+            s for run in await asyncio.gather(*(stream_and_poll() for _ in range(10))) for s in run
+        ]
+    assert len(polls) >= 50 and set(polls) == {200}, polls
+
+
+async def _drain(client: RawClient) -> None:
+    while await client.read_chunk() is not None:
+        pass
