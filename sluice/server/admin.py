@@ -214,11 +214,39 @@ async def _connections_and_prices(gw: Gateway, call: Call, parts: list[str], now
     return True
 
 
+_SHAPES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("accounts",), "GET, POST"),
+    (("accounts", "*"), "GET, PATCH"),
+    (("accounts", "*", "credits"), "POST"),
+    (("accounts", "*", "keys"), "GET, POST"),
+    (("accounts", "*", "connections"), "GET"),
+    (("accounts", "*", "connections", "*"), "PUT, DELETE"),
+    (("keys", "revoke"), "POST"),
+    (("keys", "*"), "PATCH"),
+    (("keys", "*", "rotate"), "POST"),
+)
+"""The paths the dispatcher serves (``*``: one non-empty segment) and their methods; a
+price's model id spans segments (``accounts/*/prices/…``: PUT, DELETE)."""
+
+
+def _methods(parts: list[str]) -> str | None:
+    """The methods served on this path, or None when it is not one of the dispatcher's."""
+    if len(parts) > 3 and parts[0] == "accounts" and parts[2] == "prices" and all(parts):
+        return "PUT, DELETE"
+    for shape, methods in _SHAPES:
+        if len(shape) == len(parts) and all(
+            part and want in ("*", part) for want, part in zip(shape, parts, strict=True)
+        ):
+            return methods
+    return None
+
+
 def _unknown(call: Call, parts: list[str]) -> Exception:
-    known = {"accounts", "keys"}
-    if parts and parts[0] in known:
+    """405 naming the methods of a path the dispatcher serves, 404 for any other."""
+    methods = _methods(parts)
+    if methods is not None:
         return MethodNotAllowedError(
-            f"{call.request.method} is not allowed on {call.request.path}."
+            f"Method {call.request.method} is not allowed here; use {methods}."
         )
     return NotFoundError(f"Unknown request URL: {call.request.method} {call.request.path}.")
 

@@ -330,3 +330,27 @@ async def test_the_access_log_says_the_status_an_admin_call_answered(
         ["POST", "/admin/accounts", "201"],
         ["POST", "/admin/accounts", "409"],
     ]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "allowed"),
+    [
+        ("GET", "/admin/accounts/team/bogus", 404, None),  # once a 405
+        ("GET", "/admin/keys/x/y/z", 404, None),
+        ("GET", "/admin/accounts/team/keys/", 404, None),
+        ("GET", "/admin/nothing", 404, None),
+        ("DELETE", "/admin/accounts/team", 405, "GET, PATCH"),
+        ("GET", "/admin/keys/revoke", 405, "POST"),
+        ("POST", "/admin/accounts/team/connections", 405, "GET"),
+        ("GET", "/admin/accounts/team/prices/openai/gpt-4o", 405, "PUT, DELETE"),
+    ],
+)
+async def test_an_unknown_admin_path_is_404_and_a_known_one_names_its_methods(
+    tmp_path: Path, method: str, path: str, status: int, allowed: str | None
+) -> None:
+    async with running_gateway(tmp_path, env=ENV) as gw:
+        await admin(gw, "POST", "/admin/accounts", {"name": "team"})
+        answer = await admin(gw, method, path)
+    assert answer.status == status, answer.body
+    if allowed is not None:
+        assert answer.json()["error"]["message"].endswith(f"use {allowed}.")
