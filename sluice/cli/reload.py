@@ -41,15 +41,19 @@ def gateway_url(server: ServerConfig) -> str:
 
 
 def _post(url: str, key: str) -> tuple[int, Any]:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        scheme, host, port, path = parts.scheme, parts.hostname, parts.port, parts.path
+    except ValueError:  # an unclosed [, a port past 65535
+        scheme, host, port, path = "", None, None, ""
+    if scheme not in ("http", "https") or not host:
         raise click.UsageError(f"--url must be an http(s) URL, not {url!r}")
-    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = kind(parts.hostname, parts.port, timeout=30)
+    kind = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+    conn = kind(host, port, timeout=30)
     try:
         conn.request(
             "POST",
-            parts.path.rstrip("/").removesuffix("/v1") + "/admin/reload",
+            path.rstrip("/").removesuffix("/v1") + "/admin/reload",
             body=b"",
             headers={"Authorization": f"Bearer {key}"},
         )

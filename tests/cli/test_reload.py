@@ -82,3 +82,9 @@ def test_the_gateway_url_comes_from_the_config_server_table(
 def test_a_config_on_any_free_port_needs_an_url() -> None:
     with pytest.raises(click.UsageError, match="give --url"):
         gateway_url(ServerConfig(port=0))
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999", "http://[::1", "ftp://x", "http://"])
+def test_a_malformed_url_is_a_usage_error_not_a_traceback(url: str) -> None:
+    result = CliRunner().invoke(main, ["reload", "--url", url], env={"SLUICE_ADMIN_KEY": "k" * 40})
+    assert result.exit_code == 2 and "must be an http(s) URL" in result.output, result.output
