@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from sluice.accounts.policy import allowance_doc
+from sluice.accounts.policy import account_spent, allowance_doc
 from sluice.cli.admin import accounts, config_option, home_option
 from sluice.cli.output import print_table
 from sluice.cli.state import run_on_store
@@ -31,7 +31,17 @@ async def all_accounts(store: Store, page: int = PAGE) -> list[Account]:
             return found
 
 
-def account_doc(account: Account) -> dict[str, object]:
+async def with_spent(store: Store) -> list[tuple[Account, int | None]]:
+    """Every account, and what it spent in its budget's period where it has a budget
+    (as the admin API's listing gives it)."""
+    now = int(time.time())
+    return [
+        (a, None if a.policy.budget is None else await account_spent(store, a, now))
+        for a in await all_accounts(store)
+    ]
+
+
+def account_doc(account: Account, spent: int | None = None) -> dict[str, object]:
     """One account for scripts: the fields of the admin API's account, and when it was
     created (Unix seconds)."""
     return {
@@ -43,7 +53,7 @@ def account_doc(account: Account) -> dict[str, object]:
         "held": usd_from_nano(account.held),
         "available": usd_from_nano(account.available),
         "open_holds": account.open_holds,
-        **allowance_doc(account.policy, None),
+        **allowance_doc(account.policy, spent),
         "created_at": account.created_at,
     }
 
@@ -54,14 +64,16 @@ def usd_text(nano: int) -> str:
     return f"{'-' if nano < 0 else ''}${whole}.{cents.rstrip('0').ljust(2, '0')}"
 
 
-def _table(accounts: list[Account]) -> Any:
+def _table(listed: list[tuple[Account, int | None]]) -> Any:
     from rich import box
     from rich.table import Table
 
     table = Table(box=box.SIMPLE_HEAD)
-    for name in ("name", "metered", "balance", "held", "available", "holds", "created (UTC)"):
+    columns = ("name", "metered", "balance", "held", "available", "holds", "spent (budget)")
+    for name in (*columns, "created (UTC)"):
         table.add_column(name, justify="left" if name == "name" else "right", no_wrap=True)
-    for a in accounts:
+    for a, spent in listed:
+        budget = a.policy.budget
         table.add_row(
             a.name,
             "yes" if a.metered else "no",
@@ -69,6 +81,7 @@ def _table(accounts: list[Account]) -> Any:
             usd_text(a.held),
             usd_text(a.available),
             str(a.open_holds),
+            "-" if spent is None or budget is None else f"{usd_text(spent)} of {usd_text(budget)}",
             time.strftime("%Y-%m-%d %H:%M", time.gmtime(a.created_at)),
         )
     return table
@@ -80,13 +93,13 @@ def _table(accounts: list[Account]) -> Any:
 @home_option
 def accounts_list(as_json: bool, config_path: Path | None, home: str | None) -> None:
     """Every account with its balance, holds and what is available."""
-    accounts = run_on_store(config_path, home, all_accounts)
+    listed = run_on_store(config_path, home, with_spent)
     if as_json:
-        click.echo(json.dumps([account_doc(a) for a in accounts], indent=2))
-    elif not accounts:
+        click.echo(json.dumps([account_doc(a, spent) for a, spent in listed], indent=2))
+    elif not listed:
         click.echo("no accounts yet: `sluice accounts create NAME --credits USD`")
     else:
-        print_table(_table(accounts))
+        print_table(_table(listed))
 
 
 def accounts_group() -> click.Group:

@@ -46,9 +46,10 @@ def test_create_update_and_clear_an_accounts_policy(tmp_path: Path) -> None:
     shown = run(tmp_path, "accounts", "show", "team").output
     assert "budget:      $25.000000000 (monthly)" in shown and "tpm:         5000" in shown
     listed = json.loads(run(tmp_path, "accounts", "list", "--json").output)
-    assert [(a["budget"], a["tpm"], a["metadata"]) for a in listed] == [
-        (25.0, 5000, {"owner": "search"})
+    assert [(a["budget"], a["tpm"], a["metadata"], a["spent"]) for a in listed] == [
+        (25.0, 5000, {"owner": "search"}, 0.0)  # spent: as the admin API's listing has it
     ]
+    assert "$0.00 of $25.00" in run(tmp_path, "accounts", "list").output
 
 
 def test_bad_values_and_unknown_accounts_are_refused(tmp_path: Path) -> None:
