@@ -163,8 +163,9 @@ class ConnectionShown(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class AccountConnections(msgspec.Struct, forbid_unknown_fields=True):
-    """The account's own connections, oldest first."""
+    """The account's own connections, oldest first (all of them: no pages)."""
 
+    object: Literal["list"]
     data: list[ConnectionShown]
 
 

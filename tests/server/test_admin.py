@@ -137,6 +137,8 @@ async def test_an_accounts_own_connection_serves_only_that_account(
     assert b'connection="account-owned",outcome="served"} 1.0' in metrics
     assert saved.status == 200 and saved.json()["has_api_key"] is True
     assert BYO_KEY not in saved.body.decode() and BYO_KEY not in listed.body.decode()
+    assert listed.json()["object"] == "list"  # shaped like every other listing
+    assert [c["id"] for c in listed.json()["data"]] == ["conn_team_openai"]
     assert raw_rows and raw_rows[0][1] is not None and BYO_KEY not in raw_rows[0][1]
     assert mine.status == 200
     first = json.loads(mine.body.split(b"\n\n")[0].removeprefix(b"data: "))
