@@ -101,8 +101,19 @@ def keys_create(
     click.echo(key)
 
 
+def _long_enough(_ctx: click.Context, _param: click.Parameter, prefix: str) -> str:
+    """A key prefix names one key only from ``sk-sluice-`` and 4 more characters on (the
+    admin API's rule)."""
+    if len(prefix) < len("sk-sluice-") + 4:
+        raise click.BadParameter("give at least `sk-sluice-` and 4 more characters")
+    return prefix
+
+
+_PREFIX = click.argument("prefix", callback=_long_enough)
+
+
 @keys.command("update")
-@click.argument("prefix")
+@_PREFIX
 @_policy_options
 @config_option
 @home_option
@@ -128,7 +139,7 @@ def keys_update(prefix: str, config_path: Path | None, home: str | None, **optio
 
 
 @keys.command("rotate")
-@click.argument("prefix")
+@_PREFIX
 @config_option
 @home_option
 def keys_rotate(prefix: str, config_path: Path | None, home: str | None) -> None:
@@ -179,13 +190,11 @@ def keys_list(account_name: str, as_json: bool, config_path: Path | None, home: 
 
 
 @keys.command("revoke")
-@click.argument("prefix")
+@_PREFIX
 @config_option
 @home_option
 def keys_revoke(prefix: str, config_path: Path | None, home: str | None) -> None:
     """Revoke every live key starting with PREFIX (at least `sk-sluice-` + 4 characters)."""
-    if len(prefix) < len("sk-sluice-") + 4:
-        raise click.BadParameter("give at least `sk-sluice-` and 4 more characters")
 
     async def work(store: Store) -> int:
         return await store.revoke_keys(prefix, int(time.time()))

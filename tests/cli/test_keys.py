@@ -105,6 +105,9 @@ def test_the_command_line_stores_nothing_the_admin_api_would_refuse(tmp_path: Pa
         runner.invoke(main, ["accounts", "update", "team", "--rpm", "2000000000", *home]).exit_code
         == 2
     )
+    for command in (["update", "sk-s", "--rpm", "5"], ["rotate", "sk-sluice-a"], ["revoke", "sk-"]):
+        short = runner.invoke(main, ["keys", *command, *home])
+        assert short.exit_code == 2 and "4 more characters" in short.output, short.output
     made = runner.invoke(main, ["keys", "create", "--account", "team", "--models", "", *home])
     assert made.exit_code == 0, made.output
     listed = json.loads(
