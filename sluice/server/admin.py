@@ -188,7 +188,7 @@ async def _connections_and_prices(gw: Gateway, call: Call, parts: list[str], now
                     "data": [
                         {**msgspec.to_builtins(spec), "has_api_key": key is not None}
                         for spec, key in await gw.store.account_connections(account.id)
-                    ]
+                    ],
                 },
             )
         case ["accounts", name, "connections", conn_id] if method == "PUT":
