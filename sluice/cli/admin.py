@@ -20,7 +20,8 @@ from sluice.core.money import NANO_PER_USD, nano_from_usd_text
 from sluice.core.principal import NO_ACCOUNT_POLICY, AccountPolicy
 from sluice.errors import ApiError
 from sluice.ids import random_id
-from sluice.storage.base import Account, Mismatch, Store
+from sluice.storage.base import Account, Store
+from sluice.storage.reconcile import Mismatch
 
 _T = TypeVar("_T")
 

@@ -14,14 +14,7 @@ from __future__ import annotations
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from sluice.storage.base import (
-    RECONCILE_SUMS,
-    ConstraintViolationError,
-    HoldRequest,
-    Mismatch,
-    Settlement,
-    mismatches,
-)
+from sluice.storage.base import ConstraintViolationError, HoldRequest, Settlement
 from sluice.storage.budgets import (
     ACCOUNT_USED_SQL,
     KEY_USED_SQL,
@@ -29,6 +22,7 @@ from sluice.storage.budgets import (
     key_budget_error,
 )
 from sluice.storage.postgres.requests import PostgresRequests
+from sluice.storage.reconcile import RECONCILE_SUMS, Mismatch, mismatches
 
 _KEY_LOCK = 0x5111CF  # advisory lock class of a key's budgeted holds
 _PLACE_HOLD = (

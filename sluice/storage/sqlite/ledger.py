@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import sqlite3
 
-from sluice.storage.base import (
-    RECONCILE_SUMS,
-    ConstraintViolationError,
-    HoldRequest,
-    Mismatch,
-    Settlement,
-    mismatches,
-)
+from sluice.storage.base import ConstraintViolationError, HoldRequest, Settlement
 from sluice.storage.budgets import (
     ACCOUNT_USED_SQL,
     KEY_USED_SQL,
     account_budget_error,
     key_budget_error,
 )
+from sluice.storage.reconcile import RECONCILE_SUMS, Mismatch, mismatches
 from sluice.storage.sqlite.connection import SqliteBase, Tx
 
 
