@@ -24,6 +24,12 @@ from sluice.settings import Settings
 def _banner(running: RunningGateway, settings: Settings) -> str:
     lines = [f"Sluice gateway listening on {running.base_url}"]
     lines.append(f"  storage:     {settings.storage_url}")
+    lines.append(f"  console:     {running.base_url}/")
+    admin_env = settings.server.admin_key_env
+    if settings.admin_key is None:
+        lines.append(f"  admin API:   off (set {admin_env} to a key of 32+ characters)")
+    else:
+        lines.append(f"  admin API:   on (the key in {admin_env})")
     for conn in settings.connections:
         lines.append(f"  connection:  {conn.id} ({conn.provider})")
     dev = running.dev_key

@@ -23,10 +23,13 @@ BANNER = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
 
 
 @contextmanager
-def serving(home: Path, *args: str) -> Iterator[tuple[str, str]]:
+def serving(
+    home: Path, *args: str, env_extra: dict[str, str] | None = None
+) -> Iterator[tuple[str, str]]:
     env = {**os.environ, "SLUICE_HOME": str(home), "PYTHONUNBUFFERED": "1"}
-    env.pop("OPENAI_API_KEY", None)
-    env.pop("DEEPSEEK_API_KEY", None)
+    for name in ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "SLUICE_ADMIN_KEY"):
+        env.pop(name, None)
+    env |= env_extra or {}
     proc = subprocess.Popen(
         [sys.executable, "-m", "sluice", "serve", "--port", "0", *args],
         stderr=subprocess.PIPE,
@@ -84,6 +87,17 @@ def test_first_start_prints_and_saves_the_dev_key_then_reuses_it(tmp_path: Path)
     with serving(tmp_path) as (url, banner):
         assert key not in banner and "dev key:     in" in banner
         assert chat(url, key).endswith(b"data: [DONE]\n\n")
+
+
+def test_the_banner_says_where_the_console_is_and_whether_the_admin_api_is_on(
+    tmp_path: Path,
+) -> None:
+    admin = "admin-" + "z" * 40
+    with serving(tmp_path / "off") as (url, off):
+        assert f"console:     {url}/" in off
+        assert "admin API:   off (set SLUICE_ADMIN_KEY to a key of 32+ characters)" in off
+    with serving(tmp_path / "on", env_extra={"SLUICE_ADMIN_KEY": admin}) as (_, on):
+        assert "admin API:   on (the key in SLUICE_ADMIN_KEY)" in on and admin not in on
 
 
 def test_two_gateways_side_by_side(tmp_path: Path) -> None:
