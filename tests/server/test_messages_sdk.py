@@ -339,6 +339,46 @@ async def test_an_empty_turn_is_a_400_naming_it(
     assert allowed.status == 200, allowed.body
 
 
+@pytest.mark.parametrize(
+    ("extra", "param", "code"),
+    [
+        (
+            {"thinking": {"type": "enabled", "budget_tokens": 64}},
+            "thinking.budget_tokens",
+            "invalid_value",
+        ),
+        ({"thinking": {"type": "enabled"}}, "thinking.budget_tokens", "missing_required_parameter"),
+        ({"tool_choice": {"type": "tool"}}, "tool_choice.name", "missing_required_parameter"),
+        (
+            {"tools": [{"type": "web_search_20250305", "name": "web_search"}]},
+            "tools[0]",
+            "unsupported_parameter",
+        ),
+    ],
+)
+async def test_each_refusal_of_the_decoder_names_its_field_and_a_code(
+    tmp_path: Path, extra: dict[str, Any], param: str, code: str
+) -> None:
+    """Found by an adversarial pass: these were 400s with ``code: null`` and no
+    ``details``, where every other one has both."""
+    async with running_gateway(tmp_path) as gw:
+        assert gw.dev_key is not None
+        body = {"model": "sluice/demo", "max_tokens": 64, "messages": USER, **extra}
+        answer = await exchange(
+            gw.host,
+            gw.port,
+            post(
+                "/v1/messages",
+                json.dumps(body).encode(),
+                None,
+                extra=f"x-api-key: {gw.dev_key.key}\r\n",
+            ),
+        )
+    assert answer.status == 400, answer.body
+    error = answer.json()["error"]
+    assert (error["param"], error["code"], error["details"]) == (param, code, {"error_code": code})
+
+
 async def test_x_api_key_is_a_key_on_the_messages_paths_only(tmp_path: Path) -> None:
     async with running_gateway(tmp_path) as gw:
         assert gw.dev_key is not None

@@ -141,6 +141,7 @@ def _conversation(turns: list[MessageParam]) -> list[Message]:
         if not blocks and (turn.role == "user" or i < len(turns) - 1):
             raise InvalidRequestError(
                 "A turn's content must not be empty (only a final assistant turn's may be).",
+                code="invalid_value",
                 param=f"messages[{i}].content",
             )
         if turn.role == "user":
@@ -176,7 +177,9 @@ def _user_part(block: ContentBlock, param: str) -> UserContentPart:
         return DocumentPart(
             block.source, block.title, block.context, block.citations, block.cache_control
         )
-    raise InvalidRequestError(f"A user turn cannot hold a '{_kind(block)}' block.", param=param)
+    raise InvalidRequestError(
+        f"A user turn cannot hold a '{_kind(block)}' block.", code="invalid_value", param=param
+    )
 
 
 def _kind(block: ContentBlock) -> str:
@@ -227,6 +230,7 @@ def _assistant_turn(i: int, blocks: list[ContentBlock]) -> AssistantMessage:
         else:
             raise InvalidRequestError(
                 f"An assistant turn cannot hold a '{_kind(block)}' block.",
+                code="invalid_value",
                 param=f"messages[{i}].content[{j}]",
             )
     plain = all(t.cache_control is UNSET for t in texts)
@@ -246,6 +250,7 @@ def _tools(tools: list[ToolParam] | msgspec.UnsetType) -> list[Tool] | msgspec.U
             raise InvalidRequestError(
                 "Only client tools (a name and an input_schema) are served here; server "
                 "tools are not.",
+                code="unsupported_parameter",
                 param=f"tools[{k}]",
             )
         fn = FunctionDefinition(tool.name, tool.description, tool.input_schema)
@@ -259,7 +264,9 @@ def _tool_choice(choice: ToolChoiceParam | msgspec.UnsetType) -> ToolChoice | ms
     if choice.type == "tool":
         if not isinstance(choice.name, str) or not choice.name:
             raise InvalidRequestError(
-                "tool_choice of type 'tool' needs the tool's name.", param="tool_choice.name"
+                "tool_choice of type 'tool' needs the tool's name.",
+                code="missing_required_parameter",
+                param="tool_choice.name",
             )
         return NamedToolChoice(NamedFunction(choice.name))
     if choice.type == "any":
@@ -281,11 +288,14 @@ def _thinking(
     budget = thinking.budget_tokens
     if not isinstance(budget, int):
         raise InvalidRequestError(
-            "thinking of type 'enabled' needs budget_tokens.", param="thinking.budget_tokens"
+            "thinking of type 'enabled' needs budget_tokens.",
+            code="missing_required_parameter",
+            param="thinking.budget_tokens",
         )
     if budget >= max_tokens:
         raise InvalidRequestError(
             "thinking.budget_tokens must be less than max_tokens.",
+            code="invalid_value",
             param="thinking.budget_tokens",
         )
     effort = next((name for bound, name in _EFFORTS if budget <= bound), "high")
