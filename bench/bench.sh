@@ -12,4 +12,4 @@ if [ -f "$KIT/fake_upstream.py" ] && [ -f "$KIT/run.sh" ]; then
 else
   echo "bench: no peer kit at $KIT; the peers table needs it (its byte pipe and load generator)" >&2
 fi
-.venv/bin/python bench/messages_vs_chat.py --kit "$KIT" --reps "${REPS:-5}" --duration "${DURATION:-2}"
+.venv/bin/python -m bench.messages_vs_chat --kit "$KIT" --reps "${REPS:-5}" --duration "${DURATION:-2}"

@@ -6,7 +6,7 @@ scraping, JSON logs and tracing on, beside all of them off, in one sitting.
 Issue 15's proof, on the peer kit (``../shared/bench`` or ``--kit``/``KIT``; without
 it, this repository's ``bench/fake_upstream.py``, the same stream). Core 0 runs the
 fake upstream, a tiny OTLP/HTTP collector (``bench/otlp_collector.py``) and
-the load generator of ``bench/messages_vs_chat.py``; core 1 runs six ``sluice serve``
+the load generator of ``bench/loadgen.py``; core 1 runs six ``sluice serve``
 processes over ``bench/sluice-bench.toml``, one per variant, each with its own home and
 the same admin key:
 
@@ -37,32 +37,34 @@ import os
 import re
 import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import aiohttp
 import uvloop
 
-from bench.messages_vs_chat import (
+from bench.loadgen import (
     CHAT_PATH,
     CHAT_TEXT,
     HOST,
     PROMPT,
     ROOT,
     UPSTREAM_PORT,
-    Row,
+    Results,
     Target,
+    column,
     connect,
+    kit_upstream,
+    log_run,
     measure,
     med,
     pinned,
-    wait_port,
+    sitting_args,
+    started,
 )
 from bench.otlp_collector import COLLECTOR_PORT, collector_stats, final_stats
 
@@ -137,33 +139,6 @@ def gateway_argv(gw: Gateway) -> list[str]:
     return pinned(1, [str(Path(sys.executable).parent / "sluice"), *serve])
 
 
-@contextlib.contextmanager
-def started(
-    argv: list[str], port: int, env: dict[str, str] | None = None, stderr: Path | None = None
-) -> Iterator[int]:
-    """A child process, up once ``port`` accepts (stderr to a file when given, whose
-    tail is shown if it dies first); stopped by its own pid on the way out."""
-    with contextlib.ExitStack() as stack:
-        err: IO[bytes] | int = subprocess.DEVNULL
-        if stderr is not None:
-            err = stack.enter_context(stderr.open("wb"))
-        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
-        try:
-            try:
-                wait_port(port, proc)
-            except SystemExit:
-                tail = stderr.read_text()[-2000:] if stderr is not None else ""
-                raise SystemExit(f"{argv[-1]} on port {port} did not start\n{tail}") from None
-            yield proc.pid  # taskset execs the program: the same pid
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
 def chat_target(gw: Gateway) -> Target:
     """The streamed chat request to ``gw``, prebuilt, with its dev key."""
     key = (gw.home / "dev-key").read_text().strip()
@@ -193,9 +168,6 @@ async def scraper(session: aiohttp.ClientSession, gw: Gateway, admin: str) -> No
         gw.scrapes += 1
         due += 1.0
         await asyncio.sleep(max(0.0, due - time.perf_counter()))
-
-
-Results = dict[tuple[str, int], list[Row]]  # (variant, concurrency) -> its runs, rep order
 
 
 @dataclass
@@ -242,7 +214,7 @@ class Sitting:
                 with contextlib.suppress(asyncio.CancelledError):
                     await scraping
         self.results.setdefault((gw.variant.name, conc), []).append(row)
-        log_run(gw.variant.name, conc, rep, row, self.args.raw)
+        log_run(gw.variant.name, conc, rep, row, self.args.raw, label="variant")
         if gw.variant.tracing:
             await self._flushed(session, gw)
 
@@ -273,32 +245,14 @@ async def served(session: aiohttp.ClientSession, gw: Gateway, admin: str) -> int
     return round(sum(float(n) for path, n in found if path == CHAT_PATH))
 
 
-def log_run(name: str, conc: int, rep: int, row: Row, raw: Path | None) -> None:
-    print(
-        f"rep {rep} {name:>9} c={conc:<3} {row['rps']:7,.0f} rps"
-        f"  ttfc {row['ttfc_p50_ms']:.2f} / {row['ttfc_p99_ms']:.2f} ms"
-        f"  cpu {row['cpu_us']:.0f} us/req  errors {row['errors']:.0f}",
-        file=sys.stderr,
-        flush=True,
-    )
-    if raw is not None:
-        with raw.open("a") as out:
-            out.write(json.dumps({"variant": name, "conc": conc, "rep": rep, **row}) + "\n")
-
-
-def column(results: Results, name: str, conc: int, key: str) -> list[float]:
-    """A figure of every rep; ``added …``: minus the same rep's figure of ``off``."""
-    if key.startswith("added "):
-        key = key.removeprefix("added ")
-        base = column(results, "off", conc, key)
-        return [a - b for a, b in zip(column(results, name, conc, key), base, strict=True)]
-    return [row[key] for row in results.get((name, conc), [])]
-
-
 def vs_off(results: Results, name: str, conc: int, key: str) -> float:
     """``name`` over ``off``, minus one: the median of the reps' ratios (the two runs of a
     rep are seconds apart, so the machine's drift mostly cancels)."""
-    pairs = zip(column(results, name, conc, key), column(results, "off", conc, key), strict=True)
+    pairs = zip(
+        column(results, name, conc, key, "off"),
+        column(results, "off", conc, key, "off"),
+        strict=True,
+    )
     return statistics.median(a / b for a, b in pairs) - 1
 
 
@@ -317,15 +271,19 @@ def figures_table(results: Results, concs: Sequence[int]) -> list[str]:
     lines = [f"| variant | {' | '.join(cols)} | errors |", "|---" * (len(cols) + 2) + "|"]
     for v in VARIANTS:
         n = v.name
-        cells = [med(column(results, n, k, "rps")) for k in concs]
-        cells += [f"{statistics.median(column(results, n, k, 'cpu_us')):,.0f}" for k in concs]
+        cells = [med(column(results, n, k, "rps", "off")) for k in concs]
+        cells += [
+            f"{statistics.median(column(results, n, k, 'cpu_us', 'off')):,.0f}" for k in concs
+        ]
         p50, p99 = (
-            statistics.median(column(results, n, c, f"ttfc_{p}_ms")) for p in ("p50", "p99")
+            statistics.median(column(results, n, c, f"ttfc_{p}_ms", "off")) for p in ("p50", "p99")
         )
         cells.append(f"{p50:.2f} / {p99:.2f} ms")
         for p in ("p50", "p99"):
             cells.append(
-                "\u2014" if n == "off" else spread_ms(column(results, n, c, f"added ttfc_{p}_ms"))
+                "\u2014"
+                if n == "off"
+                else spread_ms(column(results, n, c, f"added ttfc_{p}_ms", "off"))
             )
         errors = sum(row["errors"] for k in concs for row in results.get((n, k), []))
         lines.append(f"| {n} | {' | '.join(cells)} | {errors:.0f} |")
@@ -416,25 +374,10 @@ def run_all(args: argparse.Namespace, upstream: Path) -> tuple[Results, list[Gat
         return sitting.results, gateways, got
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--kit", default=os.environ.get("KIT", str(ROOT.parent / "shared" / "bench")))
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--duration", type=float, default=2.0, help="seconds measured per run")
-    ap.add_argument("--warmup", type=float, default=0.5, help="seconds before each window")
-    ap.add_argument("--concs", type=int, nargs="+", default=[1, 32, 64])
-    ap.add_argument("--raw", type=Path, help="append every run's figures as JSON lines")
-    return ap.parse_args(argv)
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    upstream = Path(args.kit) / "fake_upstream.py"
-    if not upstream.is_file():  # a clone without the kit: this repository's own fake
-        print(f"no peer kit at {args.kit}: using bench/fake_upstream.py", file=sys.stderr)
-        upstream = ROOT / "bench" / "fake_upstream.py"
+    args = sitting_args(__doc__, reps=5, concs=[1, 32, 64]).parse_args(argv)
     began = time.monotonic()
-    results, gateways, got = run_all(args, upstream.resolve())
+    results, gateways, got = run_all(args, kit_upstream(args.kit))
     print(report(results, gateways, got, args.concs))
     took = time.monotonic() - began
     print(f"\n{args.reps} reps of {args.duration:g} s per run, {took:.0f} s in all")
