@@ -17,6 +17,8 @@ from sluice.ids import base62
 KEY_PREFIX: Final = "sk-sluice-"
 KEY_BODY_LENGTH: Final = 40
 PREFIX_VISIBLE: Final = 8
+SHORTEST_NAMING_PREFIX: Final = len(KEY_PREFIX) + 4
+"""A prefix names keys (to update, rotate or revoke them) from this length on."""
 _SHAPE: Final = re.compile(rf"{KEY_PREFIX}[0-9A-Za-z]{{{KEY_BODY_LENGTH}}}")
 
 

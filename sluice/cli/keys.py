@@ -17,7 +17,7 @@ from typing import Any
 import click
 import msgspec
 
-from sluice.accounts.keys import key_digest, key_prefix, new_key
+from sluice.accounts.keys import SHORTEST_NAMING_PREFIX, key_digest, key_prefix, new_key
 from sluice.accounts.policy import KeyChanges, apply_changes, iso_time, key_doc
 from sluice.cli.admin import _run, config_option, home_option
 from sluice.cli.allowance import allowance_changes, allowance_options, checked, given
@@ -104,7 +104,7 @@ def keys_create(
 def _long_enough(_ctx: click.Context, _param: click.Parameter, prefix: str) -> str:
     """A key prefix names one key only from ``sk-sluice-`` and 4 more characters on (the
     admin API's rule)."""
-    if len(prefix) < len("sk-sluice-") + 4:
+    if len(prefix) < SHORTEST_NAMING_PREFIX:
         raise click.BadParameter("give at least `sk-sluice-` and 4 more characters")
     return prefix
 

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import os
 from functools import partial
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Final
 
 import msgspec
 
-from sluice.accounts.keys import key_digest, key_prefix, new_key
+from sluice.accounts.keys import (
+    KEY_BODY_LENGTH,
+    KEY_PREFIX,
+    SHORTEST_NAMING_PREFIX,
+    key_digest,
+    key_prefix,
+    new_key,
+)
 from sluice.accounts.policy import KeyChanges, apply_changes, key_doc
 from sluice.core.principal import NO_POLICY
 from sluice.errors import ConflictError, InvalidRequestError, NotFoundError
@@ -28,8 +35,13 @@ if TYPE_CHECKING:
     from sluice.server.app import Call, Gateway
 
 
+_NAMING_PREFIX: Final = (
+    rf"^{KEY_PREFIX}[0-9A-Za-z]{{{SHORTEST_NAMING_PREFIX - len(KEY_PREFIX)},{KEY_BODY_LENGTH}}}$"
+)
+
+
 class Revoke(msgspec.Struct, forbid_unknown_fields=True):
-    prefix: Annotated[str, msgspec.Meta(pattern=r"^sk-sluice-[0-9A-Za-z]{4,40}$")]
+    prefix: Annotated[str, msgspec.Meta(pattern=_NAMING_PREFIX)]
 
 
 class KeyCursor(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
@@ -58,7 +70,7 @@ async def _key_page(gw: Gateway, call: Call, name: str, now: int) -> dict[str, o
 
 
 async def _key(gw: Gateway, prefix: str) -> KeyInfo:
-    if len(prefix) < len("sk-sluice-") + 4:
+    if len(prefix) < SHORTEST_NAMING_PREFIX:
         raise InvalidRequestError("Give at least `sk-sluice-` and 4 more characters.")
     found = await gw.store.find_key(prefix)
     if found is None:
@@ -98,9 +110,8 @@ async def key_endpoints(gw: Gateway, call: Call, parts: list[str], now: int) -> 
         case ["keys", prefix, "rotate"] if method == "POST":
             found = await _key(gw, prefix)
             key = new_key(os.urandom(32))
-            fresh = key_digest(key), key_prefix(key)
             if not await gw.store.rotate_key(
-                found.id, key_digest=fresh[0], prefix=fresh[1], was=found.prefix
+                found.id, key_digest=key_digest(key), prefix=key_prefix(key), was=found.prefix
             ):
                 raise ConflictError(
                     "The key was rotated or revoked meanwhile; this rotation was not made.",

@@ -18,12 +18,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from sluice.errors import (
-    AuthenticationError,
-    InvalidRequestError,
-    NotFoundError,
-    PermissionDeniedError,
-)
+from sluice.errors import AuthenticationError, InvalidRequestError, NotFoundError
 from sluice.server.admin import authorize
 from sluice.server.auth import credentials
 from sluice.server.pages import query_params
@@ -99,7 +94,7 @@ async def _still_allowed(gw: Gateway, call: Call) -> bool:
     cache a revocation clears at once)."""
     try:
         await _scope(gw, call)
-    except (AuthenticationError, PermissionDeniedError):
+    except AuthenticationError:  # revoked, expired: what authenticating can refuse
         return False
     return True
 
