@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from functools import partial
@@ -17,7 +18,14 @@ from typing import Any
 import click
 import msgspec
 
-from sluice.accounts.keys import SHORTEST_NAMING_PREFIX, key_digest, key_prefix, new_key
+from sluice.accounts.keys import (
+    SHORTEST_NAMING_PREFIX,
+    key_digest,
+    key_prefix,
+    keys_named,
+    new_key,
+    none_named,
+)
 from sluice.accounts.policy import KeyChanges, apply_changes, iso_time, key_doc
 from sluice.cli.admin import _run, config_option, home_option
 from sluice.cli.allowance import allowance_changes, allowance_options, checked, given
@@ -189,17 +197,31 @@ def keys_list(account_name: str, as_json: bool, config_path: Path | None, home: 
         click.echo(line)
 
 
+def _named(_ctx: click.Context, _param: click.Parameter, text: str) -> str:
+    """A key id, a whole key or a prefix (``-``: one line of stdin, so a leaked key need
+    not go into the shell's history or the process list)."""
+    if text == "-":
+        text = sys.stdin.readline().strip()
+    try:
+        keys_named(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return text
+
+
 @keys.command("revoke")
-@_PREFIX
+@click.argument("named", metavar="KEY", callback=_named)
 @config_option
 @home_option
-def keys_revoke(prefix: str, config_path: Path | None, home: str | None) -> None:
-    """Revoke every live key starting with PREFIX (at least `sk-sluice-` + 4 characters)."""
+def keys_revoke(named: str, config_path: Path | None, home: str | None) -> None:
+    """Revoke the key with id KEY (`key_…`), the key KEY given whole (or `-` to read it
+    from stdin), or every live key starting with KEY (`sk-sluice-` and 4 or more)."""
 
-    async def work(store: Store) -> int:
-        return await store.revoke_keys(prefix, int(time.time()))
+    async def work(store: Store) -> list[KeyInfo]:
+        return await store.revoke_keys(keys_named(named), int(time.time()))
 
-    count = _run(config_path, home, work)
-    if count == 0:
-        raise click.ClickException(f"no live key starts with {prefix!r}")
-    click.echo(f"revoked {count} key{'s' if count > 1 else ''}")
+    revoked = _run(config_path, home, work)
+    if not revoked:
+        raise click.ClickException(none_named(named))
+    for key in revoked:
+        click.echo(f"revoked {key.id}  {key.prefix}…  {key.name or '-'}")

@@ -1,5 +1,6 @@
 """API keys in the admin API (docs/admin.md): create, list, change a key's policy,
-rotate its secret, revoke. Secrets are shown once, when made; never stored."""
+rotate its secret, revoke. Secrets are shown once, when made; never stored, and a key
+given whole to revoke it is only hashed, never echoed."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ from functools import partial
 from typing import TYPE_CHECKING, Annotated, Final
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from sluice.accounts.keys import (
-    KEY_BODY_LENGTH,
-    KEY_PREFIX,
+    KEY_ID_PATTERN,
+    NAMING_PREFIX_PATTERN,
     SHORTEST_NAMING_PREFIX,
+    WHOLE_KEY_PATTERN,
     key_digest,
     key_prefix,
+    keys_named,
     new_key,
+    none_named,
 )
 from sluice.accounts.policy import KeyChanges, apply_changes, key_doc
 from sluice.core.principal import NO_POLICY
@@ -35,13 +40,52 @@ if TYPE_CHECKING:
     from sluice.server.app import Call, Gateway
 
 
-_NAMING_PREFIX: Final = (
-    rf"^{KEY_PREFIX}[0-9A-Za-z]{{{SHORTEST_NAMING_PREFIX - len(KEY_PREFIX)},{KEY_BODY_LENGTH}}}$"
-)
-
-
 class Revoke(msgspec.Struct, forbid_unknown_fields=True):
-    prefix: Annotated[str, msgspec.Meta(pattern=_NAMING_PREFIX)]
+    """Exactly one of: ``prefix``, every live key whose readable prefix starts so (a
+    whole key given here is taken as ``key``); ``key``, the key itself, matched by its
+    SHA-256 digest (never stored or echoed); ``id``, the key's id, which a rotation
+    keeps."""
+
+    prefix: Annotated[str, msgspec.Meta(pattern=NAMING_PREFIX_PATTERN)] | UnsetType = UNSET
+    key: Annotated[str, msgspec.Meta(pattern=WHOLE_KEY_PATTERN)] | UnsetType = UNSET
+    id: Annotated[str, msgspec.Meta(pattern=KEY_ID_PATTERN)] | UnsetType = UNSET
+
+
+_REVOKE_FIELDS: Final = ("prefix", "key", "id")
+
+
+def _revoke_target(body: Revoke) -> tuple[str, str]:
+    """The one field given and its text; 400 naming the field otherwise."""
+    given = [(f, v) for f in _REVOKE_FIELDS if isinstance(v := getattr(body, f), str)]
+    if not given:
+        raise InvalidRequestError(
+            "Missing required parameter: 'prefix' (or give 'key' or 'id' instead).",
+            code="missing_required_parameter",
+            param="prefix",
+        )
+    if len(given) > 1:
+        raise InvalidRequestError(
+            "Give one of 'prefix', 'key' or 'id', not several.",
+            code="invalid_value",
+            param=given[1][0],
+        )
+    return given[0]
+
+
+async def _revoke(gw: Gateway, call: Call, body: bytes | bytearray, now: int) -> None:
+    """``POST /admin/keys/revoke``: the keys revoked, named; 404 when none was live."""
+    field, text = _revoke_target(decode_json(body, Revoke))
+    try:
+        which = keys_named(text)
+    except ValueError as exc:  # the schema's pattern let a trailing newline through
+        raise InvalidRequestError(f"Invalid '{field}': {exc}.", param=field) from None
+    revoked = await gw.store.revoke_keys(which, now)
+    if not revoked:
+        message = none_named(text)
+        raise NotFoundError(message[0].upper() + message[1:] + ".", code="key_not_found")
+    gw.auth.forget()  # revoked here stops at once (other replicas: within the cache ttl)
+    keys = [{"id": k.id, "prefix": k.prefix, "name": k.name} for k in revoked]
+    await send_json(call, 200, {"revoked": len(keys), "keys": keys})
 
 
 class KeyCursor(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
@@ -121,10 +165,7 @@ async def key_endpoints(gw: Gateway, call: Call, parts: list[str], now: int) -> 
             rotated = msgspec.structs.replace(found, prefix=key_prefix(key))
             await send_json(call, 200, {"key": key, **await key_doc(gw.store, rotated, now)})
         case ["keys", "revoke"] if method == "POST":
-            prefix = decode_json(body, Revoke).prefix
-            revoked = await gw.store.revoke_keys(prefix, now)
-            gw.auth.forget()
-            await send_json(call, 200, {"revoked": revoked})
+            await _revoke(gw, call, body, now)
         case _:
             return False
     return True

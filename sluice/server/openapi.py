@@ -152,6 +152,10 @@ def _price_example() -> Schema:
     return {"input": 0.15, "output": 0.6}
 
 
+def _revoke_example() -> Schema:
+    return {"id": "key_4Xb9TqLmZ0aRc7Yd2Ke5Wf"}
+
+
 class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
     path: str
     method: str
@@ -247,9 +251,11 @@ ENDPOINTS: Final = (
     Endpoint(path="/admin/keys/{prefix}/rotate", method="post", summary="A new secret for "
              "the key, shown once; the old one stops (409: the prefix names several)",
              answer=NewKey, key=_ADMIN, params=(_PREFIX,), errors=(400, *_AUTHZ, 409)),
-    Endpoint(path="/admin/keys/revoke", method="post", summary="Revoke every live key whose "
-             "prefix starts so (`sk-sluice-` and 4 or more)", body=Revoke, answer=Revoked,
-             key=_ADMIN, errors=(400, *_AUTHZ, 413)),
+    Endpoint(path="/admin/keys/revoke", method="post", summary="Revoke a key by its id or "
+             "the whole key (matched by its digest), or every live key whose prefix starts so "
+             "(`sk-sluice-` and 4 or more); 404 `key_not_found`: none was live",
+             body=Revoke, answer=Revoked, key=_ADMIN, errors=(400, *_AUTHZ, 413),
+             example=_revoke_example),
     Endpoint(path="/admin/accounts/{name}/connections", method="get", summary="The "
              "account's own connections, never their provider keys",
              answer=AccountConnections, key=_ADMIN, params=(_NAME,), errors=_AUTHZ),

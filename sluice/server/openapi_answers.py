@@ -7,7 +7,7 @@ field added to a dict and not here fails it."""
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -142,10 +142,19 @@ class KeyPage(msgspec.Struct):
     next_cursor: str | None
 
 
-class Revoked(msgspec.Struct):
-    """How many live keys the prefix named: revoked now (0: none did)."""
+class RevokedKey(msgspec.Struct):
+    """A key revoked now: its id, readable prefix and label (never its secret)."""
 
-    revoked: int
+    id: str
+    prefix: str
+    name: str | None
+
+
+class Revoked(msgspec.Struct):
+    """The live keys revoked now (at least one: none is a 404 ``key_not_found``)."""
+
+    revoked: Annotated[int, msgspec.Meta(ge=1)]
+    keys: list[RevokedKey]
 
 
 class ConnectionShown(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -16,7 +16,7 @@ SQL. The invariants a backend keeps, under concurrency and across processes:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, Protocol
+from typing import Any, Final, Literal, Protocol
 
 import msgspec
 
@@ -67,6 +67,16 @@ class KeyInfo(msgspec.Struct, frozen=True):
     created_at: int
     revoked_at: int | None
     policy: KeyPolicy = NO_POLICY
+
+
+class KeySelector(msgspec.Struct, frozen=True):
+    """Which live keys a revocation names, by ``by``: ``prefix``, every key whose readable
+    prefix starts with ``value``; ``digest``, the key whose secret has that SHA-256 digest;
+    ``id``, the key with that id. A rotation gives a key a new prefix and digest, never a
+    new id."""
+
+    by: Literal["prefix", "digest", "id"]
+    value: str
 
 
 def one_key(prefix: str, found: list[KeyInfo]) -> KeyInfo | None:
@@ -275,16 +285,20 @@ class Store(Protocol):
 
     async def rotate_key(self, key_id: str, *, key_digest: str, prefix: str, was: str) -> bool:
         """A new secret for the same key record (the old one stops working), if the key
-        is live and its prefix still ``was``; False when a rotation or revocation came
-        first (its secret stands, this one is not stored)."""
+        is live and its prefix still ``was``: one conditional update, so it serializes
+        with :meth:`revoke_keys`. False when a rotation or revocation came first (its
+        secret stands, or the key stays revoked; this one is not stored)."""
         ...
 
     async def key_spent(self, key_id: str, since: int) -> int:
         """Nano-USD charged to requests made with the key since ``since``."""
         ...
 
-    async def revoke_keys(self, prefix: str, now: int) -> int:
-        """Revoke every live key whose readable prefix starts with ``prefix``."""
+    async def revoke_keys(self, which: KeySelector, now: int) -> list[KeyInfo]:
+        """Revoke the live keys ``which`` names, in one conditional update; the keys it
+        revoked (none: nothing live matched). Against a concurrent :meth:`rotate_key`
+        either order holds: revoked first, the rotation is refused; rotated first, the
+        old prefix and digest name nothing (the id still names the key)."""
         ...
 
     # -- holds and the ledger ----------------------------------------------------------

@@ -85,7 +85,10 @@ async def test_accounts_credits_and_keys(tmp_path: Path) -> None:
             "metadata": {},
         }
     ]
-    assert revoked.json() == {"revoked": 1}
+    assert revoked.json() == {
+        "revoked": 1,
+        "keys": [{"id": new["id"], "prefix": new["prefix"], "name": "ci"}],
+    }
     assert stopped.status == 401  # revoked here takes effect at once
     assert unknown.status == 404
 

@@ -83,7 +83,8 @@ class Served:
     session: requests.Session
     spare: dict[str, str]
     """The prefix of the spare account's key for each of ``rotate`` and ``revoke``
-    (rotating gives the key a new prefix: kept here)."""
+    (rotating gives the key a new prefix: kept here), and the id of a key no generated
+    case can name, for the revocation that must answer 200 (``revoke_id``)."""
 
     def headers(self, path: str, method: str) -> dict[str, str]:
         """The key each operation's security asks for (an API key where either will do)."""
@@ -140,7 +141,18 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             timeout=10,
         )
         assert answer.status_code == 201, answer.text
-        spare = {"rotate": key_prefix(thread.spare), "revoke": answer.json()["prefix"]}
+        last = session.post(
+            f"{thread.url}/admin/accounts/{SPARE}/keys",
+            json={"label": "to revoke by id"},
+            headers={"authorization": f"Bearer {ADMIN}"},
+            timeout=10,
+        )
+        assert last.status_code == 201, last.text
+        spare = {
+            "rotate": key_prefix(thread.spare),
+            "revoke": answer.json()["prefix"],
+            "revoke_id": last.json()["id"],
+        }
         yield Served(thread.url, thread.key, session, spare)
     thread.stop()
 
@@ -268,7 +280,7 @@ def spare_cases(served: Served) -> list[Reachable]:
         ("/admin/accounts/{name}/keys", "GET", {"path_parameters": spare,
                                                 "query": {"limit": 1}}, 200),
         (ROTATE, "POST", {"path_parameters": {"prefix": served.spare["rotate"]}}, 200),
-        ("/admin/keys/revoke", "POST", {"body": {"prefix": served.spare["revoke"]}}, 200),
+        ("/admin/keys/revoke", "POST", {"body": {"id": served.spare["revoke_id"]}}, 200),
         (CONNECTION, "PUT", {"path_parameters": owned, "body": byo}, 200),
         (CONNECTION, "PUT", {"path_parameters": {"name": "dev", "conn_id": "conn_spare"},
                              "body": byo}, 409),

@@ -12,7 +12,7 @@ import pytest
 from sluice.accounts.keys import key_digest, key_prefix, new_key
 from sluice.core.principal import NO_POLICY, KeyPolicy
 from sluice.errors import ConflictError
-from sluice.storage.base import Store
+from sluice.storage.base import KeySelector, Store
 
 POLICY = KeyPolicy(
     models=("openai/*", "test/gpt-fake"),
@@ -77,7 +77,7 @@ async def test_a_prefix_two_live_keys_share_is_ambiguous(store: Store) -> None:
 
 async def test_a_revoked_key_is_not_found(store: Store) -> None:
     key = await _key(store, 6)
-    assert await store.revoke_keys(key_prefix(key), now=3) == 1
+    assert len(await store.revoke_keys(KeySelector("prefix", key_prefix(key)), now=3)) == 1
     assert await store.find_key(key_prefix(key)) is None
 
 

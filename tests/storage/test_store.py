@@ -12,6 +12,7 @@ from sluice.errors import ConflictError, InvalidRequestError, NotFoundError
 from sluice.storage.base import (
     ConstraintViolationError,
     HoldRequest,
+    KeySelector,
     RequestRecord,
     Settlement,
     Store,
@@ -59,9 +60,10 @@ async def test_accounts_keys_and_principals(store: Store) -> None:
     assert await store.find_principal("' OR '1'='1") is None
     keys = await store.list_keys(account_id)
     assert [(k.id, k.prefix, k.revoked_at) for k in keys] == [("key_1", key_prefix(key), None)]
-    assert await store.revoke_keys(key_prefix(key)[:14], now=4) == 1
+    revoked = await store.revoke_keys(KeySelector("prefix", key_prefix(key)[:14]), now=4)
+    assert [(k.id, k.prefix, k.revoked_at) for k in revoked] == [("key_1", key_prefix(key), 4)]
     assert await store.find_principal(key_digest(key)) is None
-    assert await store.revoke_keys(key_prefix(key), now=5) == 0
+    assert await store.revoke_keys(KeySelector("prefix", key_prefix(key)), now=5) == []
     dev = await store.ensure_account("acct_dev", "dev", metered=False, is_dev=True, now=1)
     assert await store.ensure_account("acct_other", "dev", metered=False, is_dev=True, now=2) == dev
 

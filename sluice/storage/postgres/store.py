@@ -6,6 +6,9 @@ an advisory lock, so replicas starting together apply each one once.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+from typing import Final
+
 import asyncpg
 
 from sluice.core.money import balance_out_of_range
@@ -26,6 +29,7 @@ from sluice.storage.base import (
     KeyChange,
     KeyInfo,
     KeyPosition,
+    KeySelector,
     balance_limit_error,
     one_key,
 )
@@ -35,6 +39,14 @@ from sluice.storage.postgres.holds import PostgresHolds
 
 _KEY_COLUMNS = "id, account_id, prefix, name, created_at, revoked_at, policy"
 _MIGRATION_LOCK = 0x5111CE  # advisory lock id taken while migrating
+_NAMED_BY: Final = MappingProxyType(
+    {
+        "prefix": "left(prefix, length($2)) = $2",
+        "digest": "key_digest = $2",
+        "id": "id = $2",
+    }
+)
+"""What each kind of :class:`KeySelector` matches (``$2`` its value, ``$1`` the time)."""
 
 
 def _key_from(row: asyncpg.Record) -> KeyInfo:
@@ -280,15 +292,17 @@ class PostgresStore(PostgresHolds):
             )
             return name, policy
 
-    async def revoke_keys(self, prefix: str, now: int) -> int:
-        status = await self.pool.execute(
+    async def revoke_keys(self, which: KeySelector, now: int) -> list[KeyInfo]:
+        # One statement: a row a concurrent rotation holds is re-read once it commits
+        # (READ COMMITTED), so the old prefix or digest no longer matches it.
+        rows = await self.pool.fetch(
             "UPDATE api_keys SET revoked_at = $1 "
-            "WHERE revoked_at IS NULL AND left(prefix, $2) = $3",
+            f"WHERE revoked_at IS NULL AND {_NAMED_BY[which.by]} "
+            f"RETURNING {_KEY_COLUMNS}",
             now,
-            len(prefix),
-            prefix,
+            which.value,
         )
-        return int(status.split()[-1])
+        return [_key_from(row) for row in rows]
 
     # -- the control plane -------------------------------------------------------------
 

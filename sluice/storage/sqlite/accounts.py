@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+from types import MappingProxyType
+from typing import Final
 
 from sluice.core.money import balance_out_of_range
 from sluice.core.principal import (
@@ -22,6 +24,7 @@ from sluice.storage.base import (
     KeyChange,
     KeyInfo,
     KeyPosition,
+    KeySelector,
     balance_limit_error,
     one_key,
 )
@@ -50,6 +53,14 @@ def account_from(row: Row) -> Account:
 
 
 _KEY_COLUMNS = "id, account_id, prefix, name, created_at, revoked_at, policy"
+_NAMED_BY: Final = MappingProxyType(
+    {
+        "prefix": "substr(prefix, 1, length(?2)) = ?2",
+        "digest": "key_digest = ?2",
+        "id": "id = ?2",
+    }
+)
+"""What each kind of :class:`KeySelector` matches (``?2`` its value, ``?1`` the time)."""
 
 
 def _key_from(row: Row) -> KeyInfo:
@@ -229,14 +240,16 @@ class SqliteAccounts(SqliteBase):
 
         return await self.write(work)
 
-    async def revoke_keys(self, prefix: str, now: int) -> int:
-        return await self.write(
-            lambda tx: tx.execute(
-                "UPDATE api_keys SET revoked_at = ? "
-                "WHERE revoked_at IS NULL AND substr(prefix, 1, ?) = ?",
-                (now, len(prefix), prefix),
+    async def revoke_keys(self, which: KeySelector, now: int) -> list[KeyInfo]:
+        rows = await self.write(
+            lambda tx: tx.all(
+                "UPDATE api_keys SET revoked_at = ?1 "
+                f"WHERE revoked_at IS NULL AND {_NAMED_BY[which.by]} "
+                f"RETURNING {_KEY_COLUMNS}",
+                (now, which.value),
             )
         )
+        return [_key_from(row) for row in rows]
 
     async def list_accounts(self, limit: int, after: str | None) -> list[Account]:
         rows = await self.all(
