@@ -101,6 +101,8 @@ def accounts_create(
     if re.fullmatch(ACCOUNT_NAME, name) is None:
         raise click.BadParameter("1-64 letters, digits, . _ -, a letter or digit first")
     amount = usd_to_nano(credits_usd)
+    if amount < 0:  # the admin API's rule; `accounts credit` may take credits away
+        raise click.BadParameter("starting credits cannot be negative", param_hint="'--credits'")
     policy = _policy(checked(AllowanceChanges, allowance_changes(**allowance)), NO_ACCOUNT_POLICY)
 
     async def work(store: Store) -> Account:

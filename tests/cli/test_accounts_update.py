@@ -71,3 +71,18 @@ def test_a_negative_credit_removes_credits_as_typed(tmp_path: Path) -> None:
     taken = run(tmp_path, "accounts", "credit", "team", "-2")  # not read as an option
     assert taken.exit_code == 0, taken.output
     assert "3.000000000" in run(tmp_path, "accounts", "show", "team").output
+
+
+def test_negative_starting_credits_are_refused_as_the_admin_api_refuses_them(
+    tmp_path: Path,
+) -> None:
+    assert run(tmp_path, "init").exit_code == 0
+    for credits in (["--credits", "-5"], ["--credits=-5"], ["--credits", "-0.000000001"]):
+        refused = run(tmp_path, "accounts", "create", "team", *credits)
+        assert refused.exit_code == 2, (credits, refused.output)
+        assert "Invalid value for '--credits': starting credits cannot be negative" in (
+            refused.output
+        )
+        assert "Traceback" not in refused.output
+    assert "no accounts yet" in run(tmp_path, "accounts", "list").output  # nothing created
+    assert run(tmp_path, "accounts", "create", "team", "--credits", "-0").exit_code == 0
