@@ -23,7 +23,15 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, set_span_in_context
+from opentelemetry.trace import (
+    Span,
+    SpanKind,
+    Status,
+    StatusCode,
+    Tracer,
+    get_current_span,
+    set_span_in_context,
+)
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from sluice import __version__
@@ -68,19 +76,27 @@ class OtelTelemetry:
         self._propagator = TraceContextTextMapPropagator()
 
     def start(self, model: str, incoming: Mapping[str, str]) -> OtelTrace | None:
-        """A client's ``traceparent`` decides whether its request is recorded; a new
-        trace is recorded with ``sample_ratio``'s probability, decided here, before the
-        SDK is called, so a request not recorded costs a random draw and nothing more."""
-        if _TRACEPARENT not in incoming:
+        """A client's valid ``traceparent`` decides whether its request is recorded; a
+        new trace is recorded with ``sample_ratio``'s probability, decided here, before
+        the SDK is called, so a request not recorded costs a random draw and nothing
+        more. A ``traceparent`` the W3C rules refuse (malformed, all-zero ids, version
+        ``ff``) is ignored, as if absent: it cannot force a trace."""
+        parent = self._parent(incoming)
+        if parent is None:
             if self._ratio < 1 and self._random.random() >= self._ratio:
                 return None
             parent = Context()
-        else:
-            parent = self._propagator.extract(incoming)
         span = self._tracer.start_span(
             span_name(model), context=parent, kind=SpanKind.SERVER, start_time=time.time_ns()
         )
         return OtelTrace(self._tracer, self._propagator, span)
+
+    def _parent(self, incoming: Mapping[str, str]) -> Context | None:
+        """The client's trace as a parent context; None without a valid one."""
+        if _TRACEPARENT not in incoming:
+            return None
+        parent = self._propagator.extract(incoming)
+        return parent if get_current_span(parent).get_span_context().is_valid else None
 
     async def close(self) -> None:
         """Exports what is queued (within the exporter's timeout), off the event loop."""
