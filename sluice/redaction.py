@@ -2,12 +2,14 @@
 
 An upstream's error can quote what the gateway sent it: the ``Authorization`` header,
 an ``x-api-key``, a signed URL. A :class:`Redactor` knows the request's own upstream
-credentials exactly (and their URL-encoded form) and replaces them wherever they
-appear, in any letter case (a provider may fold an echoed value into an upper- or
-lower-case code), then replaces what merely looks like a credential (``sk-…``, ``Bearer …``, an
-AWS access key id, a Google API key, a ``key=`` query parameter). It is applied to
-every string field of an error (message, code, param) before the error is recorded,
-logged or sent.
+credentials exactly and replaces them wherever they appear, in any letter case (a
+provider may fold an echoed value into an upper- or lower-case code) and with any of
+their characters percent-encoded, in either case of hex and any number of times over
+(``-`` as ``%2D``, ``%2d`` or ``%252D``; a letter as ``%41``): whichever of them an
+echo encoded. Then it replaces what merely looks like a credential (``sk-…``,
+``Bearer …``, an AWS access key id, a Google API key, a ``key=`` query parameter). It
+is applied to every string field of an error (message, code, param) before the error
+is recorded, logged or sent.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Final
-from urllib.parse import quote
 
 from sluice.errors import ApiError
 
@@ -32,22 +33,34 @@ _CREDENTIAL_LIKE = re.compile(
 )
 
 
+def _char_forms(char: str) -> str:
+    """``char`` as itself or percent-encoded: its UTF-8 bytes, each ``%XX``, the ``%``
+    itself encoded again any number of times (``%252D``). Compiled case-insensitive, so
+    the hex digits match in either case; fixed alternatives, so matching stays linear."""
+    encoded = "".join(f"%(?:25)*{byte:02X}" for byte in char.encode("utf-8"))
+    return f"(?:{re.escape(char)}|{encoded})"
+
+
+_ASCII_FORMS: Final = tuple(_char_forms(chr(code)) for code in range(128))
+"""Each ASCII character's pattern, made once: a redactor is built per upstream error."""
+
+
+def _any_encoding(secret: str) -> str:
+    """A pattern for ``secret`` with any of its characters percent-encoded."""
+    return "".join(
+        _ASCII_FORMS[code] if (code := ord(char)) < 128 else _char_forms(char) for char in secret
+    )
+
+
 class Redactor:
     """Replaces the given secrets, then credential-looking text, with ``[redacted]``."""
 
     __slots__ = ("_known",)
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        forms = set()
-        for secret in secrets:
-            if len(secret) >= MIN_SECRET_CHARS:
-                forms.add(secret)
-                forms.add(quote(secret, safe=""))
-        longest_first = sorted(forms, key=len, reverse=True)
+        known = sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True)
         self._known = (
-            re.compile("|".join(map(re.escape, longest_first)), re.IGNORECASE)
-            if longest_first
-            else None
+            re.compile("|".join(map(_any_encoding, known)), re.IGNORECASE) if known else None
         )
 
     def text(self, value: str) -> str:
