@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import ipaddress
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
+from urllib.parse import urlsplit
 
 import click
 import msgspec
@@ -41,8 +43,8 @@ def endpoint_options(command: F) -> F:
         "--api-key",
         envvar="SLUICE_API_KEY",
         default=None,
-        help="API key [default: $SLUICE_API_KEY, else a local gateway's dev key "
-        "($SLUICE_HOME/dev-key)].",
+        help="API key [default: $SLUICE_API_KEY, else, for a gateway on this machine "
+        "(127.0.0.1, ::1, localhost) only, its dev key ($SLUICE_HOME/dev-key)].",
     )(command)
     return click.option(
         "--url",
@@ -53,9 +55,41 @@ def endpoint_options(command: F) -> F:
     )(command)
 
 
-def resolve_api_key(api_key: str | None) -> str | None:
+def is_local_gateway(url: str) -> bool:
+    """Whether ``url`` names this machine: an http(s) URL whose host is loopback
+    (127.0.0.0/8, ::1, ``localhost``), written plainly (user info or a backslash, which
+    URL parsers read differently, never counts as local)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or host is None:
+        return False
+    if "@" in parts.netloc or "\\" in url:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+def resolve_api_key(api_key: str | None, url: str) -> str | None:
+    """``--api-key`` (or ``$SLUICE_API_KEY``); else, when ``url`` is this machine's
+    gateway, the development key of ``$SLUICE_HOME`` (None without one). The development
+    key never leaves the machine: any other URL needs a key given (a usage error)."""
     if api_key:
         return api_key
+    if not is_local_gateway(url):
+        raise click.UsageError(
+            f"{url} is not a gateway on this machine: give its API key with --api-key or "
+            "SLUICE_API_KEY (the development key is sent only to 127.0.0.1, ::1 or localhost)."
+        )
     from sluice.accounts.dev_key import DEV_KEY_FILE
     from sluice.settings import resolve_home
 
@@ -112,13 +146,13 @@ def bench_command(
 
     if plot is not None and importlib.util.find_spec("matplotlib") is None:
         raise click.UsageError("--plot needs the plot extra: pip install 'sluice[plot]'")
+    key = resolve_api_key(api_key, url)
     progress = Console(stderr=True)
-    client = AsyncChatClient(url, resolve_api_key(api_key), retry=NO_RETRY)
+    client = AsyncChatClient(url, key, retry=NO_RETRY)
     messages = ({"role": "user", "content": prompt},)
     load = _Load(count, concurrency, max_tokens)
     summaries = asyncio.run(_measure(client, models, messages, load, progress))
     if as_csv:
-        key = resolve_api_key(api_key)
         click.echo(summary_csv(summaries, asyncio.run(list_prices(url, key))), nl=False)
     elif as_json:
         doc = {

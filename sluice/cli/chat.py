@@ -71,8 +71,9 @@ def chat_command(
     to first token, tokens/s and cost. The prompt edits like a shell's (arrows, Ctrl-R
     to search earlier lines). Ctrl-C stops an answer (the request is cancelled); Ctrl-D
     or /exit leaves."""
+    client = ChatClient(url, resolve_api_key(api_key, url))
     with line_editing(history):
-        _converse(ChatClient(url, resolve_api_key(api_key)), model, system, max_tokens)
+        _converse(client, model, system, max_tokens)
 
 
 def _converse(client: ChatClient, model: str, system: str | None, max_tokens: int | None) -> None:

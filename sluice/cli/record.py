@@ -37,6 +37,7 @@ def record_command(
 ) -> None:
     """Stream one answer and write its body, as received, to OUT (an .sse recording).
     Exits 1 when the answer is not a 200 event stream (nothing is written then)."""
+    key = resolve_api_key(api_key, url)
     body: dict[str, object] = {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
@@ -46,9 +47,7 @@ def record_command(
         body = json.loads(body_file.read_text())
     body["stream"] = True
     path = "/messages" if messages_api else "/chat/completions"
-    status, kind, data = asyncio.run(
-        _stream(url.rstrip("/") + path, resolve_api_key(api_key), body)
-    )
+    status, kind, data = asyncio.run(_stream(url.rstrip("/") + path, key, body))
     if status != 200 or not kind.startswith("text/event-stream"):
         raise click.ClickException(f"HTTP {status} ({kind or 'no content type'}): {data[:300]!r}")
     out.write_bytes(data)
