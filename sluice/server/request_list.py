@@ -6,6 +6,12 @@ Newest first by ``(created_at, id)``, a page at a time (:mod:`~sluice.server.pag
 ``format=csv`` or ``format=jsonl`` answers the same page as an export, its next cursor
 in the ``x-next-cursor`` header. Rows queued by the write-behind log are written first,
 so a listing shows every request that finished before it.
+
+One page reads at most :data:`~sluice.storage.request_log.MAX_EXAMINED` rows of the
+log (an account's through indexes led by its id): when the filters matched fewer
+rows than asked for by then, the page is short, even empty, ``has_more`` is true and
+the cursor resumes after the last row read. The cursor is the same ``[created_at,
+id]`` position either way.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from sluice.server.pages import (
 from sluice.storage.base import REQUEST_STATUSES, RequestFilters, RequestRecord
 
 if TYPE_CHECKING:
-    from sluice.server.app import Call, Gateway
+    from sluice.server.app import Gateway
+    from sluice.server.call import Call
 
 LIST_PATH = "/v1/requests"
 ADMIN_LIST_PATH = "/admin/requests"
@@ -71,7 +78,8 @@ JSONL_TYPE = ("content-type", "application/x-ndjson")
 
 
 class RequestCursor(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
-    """Where a request listing stopped: the last row's ``created_at`` and id."""
+    """Where a request listing stopped: the last row's ``created_at`` and id (the last
+    row shown, or the last one read when the page came up short)."""
 
     created_at: CursorInt
     id: str
@@ -130,10 +138,9 @@ async def _send_page(
     export = export_format(params)
     filters = request_filters(params, account_id)
     await gw.writer.flush_logged()
-    found = await gw.store.list_requests(filters, limit + 1, after)
-    page = found[:limit]
-    more = len(found) > limit
-    next_cursor = encode_cursor(RequestCursor(page[-1].created_at, page[-1].id)) if more else None
+    page, resume = await gw.store.request_page(filters, limit, after)
+    more = resume is not None
+    next_cursor = None if resume is None else encode_cursor(RequestCursor(*resume))
     if export == "json":
         doc = {"object": "list", "data": page, "has_more": more, "next_cursor": next_cursor}
         await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(doc))

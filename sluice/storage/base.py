@@ -16,7 +16,7 @@ SQL. The invariants a backend keeps, under concurrency and across processes:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -33,6 +33,12 @@ from sluice.core.principal import (
 from sluice.errors import ConflictError, InvalidRequestError
 from sluice.storage.budgets import Budget
 from sluice.storage.reconcile import Mismatch
+from sluice.storage.request_log import MAX_EXAMINED
+
+# the request log's listing terms, still importable from here, where they used to live
+from sluice.storage.request_log import REQUEST_STATUSES as REQUEST_STATUSES  # noqa: PLC0414
+from sluice.storage.request_log import RequestFilters as RequestFilters  # noqa: PLC0414
+from sluice.storage.request_log import RequestPosition as RequestPosition  # noqa: PLC0414
 from sluice.storage.spend import SpendAfter, SpendBy, SpendFilters, SpendGroup, SpendTotal
 
 
@@ -159,41 +165,12 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     tool call (``{kind, choice, upstream_index, index}``)."""
 
 
-REQUEST_STATUSES: Final = (
-    "complete",
-    "truncated",
-    "incomplete",
-    "error",
-    "blocked",
-    "cancelled",
-    "shutdown",
-)
-"""Every status a request-log row can have (``in_progress`` is a live request's only)."""
-
-
-class RequestFilters(msgspec.Struct, frozen=True, kw_only=True):
-    """Which request-log rows a listing keeps; ``None`` keeps any. ``model`` matches the
-    requested or the served model; ``since`` is inclusive, ``until`` exclusive (Unix
-    seconds of ``created_at``)."""
-
-    account_id: str | None = None
-    key_id: str | None = None
-    model: str | None = None
-    provider: str | None = None
-    status: str | None = None
-    since: int | None = None
-    until: int | None = None
-
-
 KeyChange = Callable[[str | None, KeyPolicy], tuple[str | None, KeyPolicy]]
 """What a change makes of a key's label and policy as they are stored now."""
 AccountChange = Callable[[AccountPolicy], AccountPolicy]
 
 KeyPosition = tuple[int, str]
 """Where a key listing stopped: the last key's ``(created_at, id)``."""
-
-RequestPosition = tuple[int, str]
-"""Where a request-log listing stopped: the last row's ``(created_at, id)``."""
 
 
 class StoredConnection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -364,7 +341,30 @@ class Store(Protocol):
         self, filters: RequestFilters, limit: int, after: RequestPosition | None
     ) -> list[RequestRecord]:
         """Up to ``limit`` rows that pass ``filters``, newest first by ``(created_at, id)``,
-        those before position ``after`` (from the newest when None)."""
+        those before position ``after`` (from the newest when None), however many pages
+        of :meth:`request_page` that takes (the operator's CLI)."""
+        ...
+
+    async def request_page(
+        self,
+        filters: RequestFilters,
+        limit: int,
+        after: RequestPosition | None,
+        examine: int = MAX_EXAMINED,
+    ) -> tuple[list[RequestRecord], RequestPosition | None]:
+        """As :meth:`list_requests`, reading at most ``examine`` rows (at least
+        ``limit + 1``) of the index its filters lead to; and where the next page starts:
+        the last row returned when more passed, the last row read when the bound was
+        reached first, None when no row is left (:mod:`~sluice.storage.request_query`)."""
+        ...
+
+    async def request_log_cutoff(self, keep: int) -> RequestPosition | None:
+        """The position of the ``keep``-th newest row; None when there are fewer."""
+        ...
+
+    async def prune_requests(self, before: RequestPosition, limit: int) -> int:
+        """Delete up to ``limit`` of the oldest rows before position ``before`` (one
+        short transaction); how many. The ledger is never pruned."""
         ...
 
     async def spend(

@@ -15,7 +15,8 @@ from sluice.storage.base import (
 from sluice.storage.dialect import POSTGRES
 from sluice.storage.postgres.jsonb import jsonb_text
 from sluice.storage.postgres.tenants import PostgresTenants
-from sluice.storage.request_query import list_requests_query
+from sluice.storage.request_log import MAX_EXAMINED
+from sluice.storage.request_query import Page, all_pages, page_of, page_query
 from sluice.storage.spend import (
     SpendAfter,
     SpendBy,
@@ -51,11 +52,39 @@ class PostgresRequests(PostgresTenants):
         )
         return None if raw is None else _RECORD.decode(raw)
 
+    async def request_page(
+        self,
+        filters: RequestFilters,
+        limit: int,
+        after: RequestPosition | None,
+        examine: int = MAX_EXAMINED,
+    ) -> Page:
+        sql, args = page_query(POSTGRES, filters, limit, after, examine)
+        return page_of(await self.pool.fetch(sql, *args), limit, examine)
+
     async def list_requests(
         self, filters: RequestFilters, limit: int, after: RequestPosition | None
     ) -> list[RequestRecord]:
-        sql, args = list_requests_query(POSTGRES, filters, limit, after)
-        return [_RECORD.decode(row[0]) for row in await self.pool.fetch(sql, *args)]
+        return await all_pages(self.request_page, filters, limit, after)
+
+    async def request_log_cutoff(self, keep: int) -> RequestPosition | None:
+        row = await self.pool.fetchrow(
+            "SELECT created_at, id FROM request_log ORDER BY created_at DESC, id DESC "
+            "LIMIT 1 OFFSET $1",
+            keep - 1,
+        )
+        return None if row is None else (int(row[0]), str(row[1]))
+
+    async def prune_requests(self, before: RequestPosition, limit: int) -> int:
+        # SKIP LOCKED: replicas pruning at once each take rows the others have not
+        status = await self.pool.execute(
+            "DELETE FROM request_log WHERE id IN (SELECT id FROM request_log "
+            "WHERE (created_at, id) < ($1, $2) ORDER BY created_at, id LIMIT $3 "
+            "FOR UPDATE SKIP LOCKED)",
+            *before,
+            limit,
+        )
+        return int(status.split()[-1])
 
     async def spend(
         self, filters: SpendFilters, by: SpendBy, limit: int, after: SpendAfter | None

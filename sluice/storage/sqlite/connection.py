@@ -1,8 +1,13 @@
 """The embedded default: one SQLite file in WAL mode, owned by one worker thread.
 
-One connection per process, used only from its thread, so this process's transactions
-never interleave; ``BEGIN IMMEDIATE`` takes SQLite's write lock up front, so several
-processes sharing the file serialize their money updates too.
+One connection per process writes, used only from its thread, so this process's
+transactions never interleave; ``BEGIN IMMEDIATE`` takes SQLite's write lock up front,
+so several processes sharing the file serialize their money updates too.
+
+A second connection, ``query_only`` on a thread of its own, serves the reads that may
+take long (request-log listings and lookups, spend reports): in WAL mode a reader sees
+the last commit and neither waits for the writer nor holds it up, so a listing never
+queues ahead of a credit hold. sqlite3 lets go of the GIL while a statement runs.
 """
 
 from __future__ import annotations
@@ -60,54 +65,99 @@ class Tx:
         return [tuple(r) for r in self._db.execute(sql, tuple(params)).fetchall()]
 
 
+_PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=10000")
+_READER_PRAGMAS = ("query_only=ON", "busy_timeout=10000")
+
+
+class _Worker:
+    """One connection and the one thread that opens, uses and closes it."""
+
+    def __init__(self, name: str) -> None:
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self.db: sqlite3.Connection | None = None
+
+    async def call(self, fn: Callable[[], _T]) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self.thread, fn)
+
+    async def connect(self, path: Path, pragmas: tuple[str, ...]) -> None:
+        def connect() -> sqlite3.Connection:
+            db = sqlite3.connect(path, isolation_level=None)
+            for pragma in pragmas:
+                db.execute(f"PRAGMA {pragma}")
+            return db
+
+        self.db = await self.call(connect)
+
+    def conn(self) -> sqlite3.Connection:
+        if self.db is None:
+            raise RuntimeError("store is not open")
+        return self.db
+
+    async def close(self) -> None:
+        db, self.db = self.db, None
+        if db is not None:
+            await self.call(db.close)
+        self.thread.shutdown(wait=True)
+
+
 class SqliteBase:
-    """All statements run in one worker thread that owns the connection; a whole
-    transaction is one hop to that thread, not one per statement."""
+    """All writes run in one worker thread that owns the writing connection; a whole
+    transaction is one hop to that thread, not one per statement. :meth:`query` runs on
+    the reading connection's own thread."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        self._db: sqlite3.Connection | None = None
-        self._thread: ThreadPoolExecutor | None = None
+        self._writer: _Worker | None = None
+        self._reader: _Worker | None = None
 
     async def open(self) -> None:
+        """The writer first: it creates the file and puts it in WAL mode."""
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sluice-sqlite")
+        self._writer = _Worker("sluice-sqlite")
+        self._reader = _Worker("sluice-sqlite-read")
         try:
-            self._db = await self._call(self._connect)
+            await self._writer.connect(self._path, _PRAGMAS)
+            await self._reader.connect(self._path, _READER_PRAGMAS)
         except sqlite3.Error as exc:
+            await self.close()
             raise ConfigError(f"cannot open SQLite database {self._path}: {exc}") from None
 
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self._path, isolation_level=None)
-        for pragma in (
-            "journal_mode=WAL",
-            "synchronous=NORMAL",
-            "foreign_keys=ON",
-            "busy_timeout=10000",
-        ):
-            db.execute(f"PRAGMA {pragma}")
-        return db
-
     async def close(self) -> None:
-        db, thread = self._db, self._thread
-        self._db = self._thread = None
-        if db is not None and thread is not None:
-            await asyncio.get_running_loop().run_in_executor(thread, db.close)
-        if thread is not None:
-            thread.shutdown(wait=True)
+        workers = (self._reader, self._writer)
+        self._reader = self._writer = None
+        for worker in workers:
+            if worker is not None:
+                await worker.close()
 
     async def _call(self, fn: Callable[[], _T]) -> _T:
-        if self._thread is None:
+        if self._writer is None:
             raise RuntimeError("store is not open")
-        return await asyncio.get_running_loop().run_in_executor(self._thread, fn)
+        return await self._writer.call(fn)
 
     def _db_or_fail(self) -> sqlite3.Connection:
-        if self._db is None:
+        if self._writer is None:
             raise RuntimeError("store is not open")
-        return self._db
+        return self._writer.conn()
 
     async def read(self, work: Callable[[Tx], _T]) -> _T:
         return await self._call(lambda: work(Tx(self._db_or_fail())))
+
+    async def query(self, work: Callable[[Tx], _T]) -> _T:
+        """``work`` on the reading connection (it refuses writes): one snapshot of the
+        last commit, never waiting for the writer's thread nor delaying it."""
+        reader = self._reader
+        if reader is None:
+            raise RuntimeError("store is not open")
+
+        def snapshot() -> _T:
+            db = reader.conn()
+            db.execute("BEGIN")
+            try:
+                return work(Tx(db))
+            finally:
+                db.execute("COMMIT")
+
+        return await reader.call(snapshot)
 
     async def write(self, work: Callable[[Tx], _T]) -> _T:
         """``work`` in one ``BEGIN IMMEDIATE`` transaction (SQLite's write lock up front,
