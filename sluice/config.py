@@ -155,8 +155,12 @@ _ORIGIN = re.compile(r"https?://[^/\s:]+(:[0-9]{1,5})?")
 class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
-    dev_key: bool = True
-    demo: bool = True
+    dev_key: bool | None = None
+    """The development account and its key (``$SLUICE_HOME/dev-key``); None: on with the
+    embedded SQLite store, off on shared storage (PostgreSQL), where only ``true`` turns
+    it on."""
+    demo: bool | None = None
+    """The built-in demo connection; None: as ``dev_key``."""
     env_connections: bool = True
     max_body_bytes: Annotated[int, msgspec.Meta(gt=0)] = 16 * 1024 * 1024
     max_header_bytes: Annotated[int, msgspec.Meta(gt=0)] = 64 * 1024

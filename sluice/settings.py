@@ -6,7 +6,11 @@ default base URLs; a region a connection does not name comes from the provider's
 ``region_env`` variables. Provider keys found in their usual variables (``env_key``
 in the provider registry) add a connection for a provider kind the file does not
 configure, unless ``[server] env_connections = false``. The built-in in-process provider (the demo)
-gets a connection unless the file configures one or says ``[server] demo = false``.
+gets a connection unless the file configures one or turns ``[server] demo`` off.
+
+``[server] dev_key`` and ``demo`` mint unmetered traffic, so the file decides them
+where storage is shared: unset, they are on with the embedded SQLite store and off on
+anything else (PostgreSQL, which several replicas share); only ``true`` turns them on there.
 """
 
 from __future__ import annotations
@@ -92,12 +96,11 @@ def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSet
         raise ConfigError(f"connection {conf.id!r}: base_url must be an http(s) URL")
     key_var = conf.api_key_env or (spec.env_key if spec.needs_key else None)
     key: Secret | None = None
-    if key_var:
+    if key_var:  # named by the file, or needed: either way, a connection without it is refused
         value = env.get(key_var)
-        if value:
-            key = Secret(value)
-        elif spec.needs_key:
+        if not value:
             raise ConfigError(f"connection {conf.id!r}: environment variable {key_var} is not set")
+        key = Secret(value)
     if spec.needs_region and key is None and not region:
         raise ConfigError(
             f"connection {conf.id!r}: set {_region_hint(spec)} to sign {spec.kind} requests"
@@ -154,6 +157,22 @@ def _from_env(spec: ProviderSpec, env: Mapping[str, str]) -> ConnectionSettings 
         return None
 
 
+def is_shared_storage(storage_url: str) -> bool:
+    """Storage other processes on other machines may use too (anything but SQLite)."""
+    return not storage_url.startswith("sqlite:")
+
+
+def _free_traffic_resolved(server: ServerConfig, storage_url: str) -> ServerConfig:
+    """``dev_key`` and ``demo`` as the file says, else on for the embedded SQLite store
+    only: on shared storage they would mint unmetered traffic for every replica."""
+    default = not is_shared_storage(storage_url)
+    return msgspec.structs.replace(
+        server,
+        dev_key=default if server.dev_key is None else server.dev_key,
+        demo=default if server.demo is None else server.demo,
+    )
+
+
 def build_settings(
     file: FileConfig,
     env: Mapping[str, str],
@@ -161,13 +180,19 @@ def build_settings(
     *,
     host: str | None = None,
     port: int | None = None,
+    storage_in_use: str | None = None,
 ) -> Settings:
+    """``storage_in_use``: the storage the process already runs on (a reload: a change
+    of ``[storage] url`` waits for a restart), which then decides whether ``dev_key``
+    and ``demo`` are on by default; else the file's."""
     server = file.server
     if server.max_buffered_body_bytes < server.max_body_bytes:
         raise ConfigError(
             "[server] max_buffered_body_bytes must be at least max_body_bytes "
             "(else a body of the largest allowed size could never be received)"
         )
+    storage_url = file.storage.url or home_storage_url(home)
+    server = _free_traffic_resolved(server, storage_in_use or storage_url)
     if host is not None:
         server = msgspec.structs.replace(server, host=host)
     if port is not None:
@@ -186,7 +211,6 @@ def build_settings(
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise ConfigError(f"duplicate connection ids: {', '.join(duplicates)}")
-    storage_url = file.storage.url or home_storage_url(home)
     admin = env.get(server.admin_key_env)
     secret = env.get(server.secret_key_env)
     if admin is not None and len(admin) < 32:

@@ -226,3 +226,60 @@ def test_anthropic_and_gemini_keys_in_the_environment() -> None:
         "conn_aws_bedrock": "https://bedrock-runtime.us-east-1.amazonaws.com",
         "conn_demo": "demo://local",
     }
+
+
+PG = '[storage]\nurl = "postgresql://sluice@db.internal/sluice"\n'
+
+
+@pytest.mark.parametrize(
+    ("toml", "dev_key", "demo"),
+    [
+        ("", True, True),
+        ("[server]\ndev_key = false\ndemo = false\n", False, False),
+        (PG, False, False),
+        (PG + "[server]\ndev_key = true\n", True, False),
+        (PG + "[server]\ndemo = true\n", False, True),
+        (PG + "[server]\ndev_key = true\ndemo = true\n", True, True),
+    ],
+    ids=["sqlite", "sqlite-off", "postgres", "postgres-dev-key", "postgres-demo", "postgres-both"],
+)
+def test_shared_storage_has_no_dev_key_or_demo_unless_the_file_turns_them_on(
+    toml: str, dev_key: bool, demo: bool
+) -> None:
+    s = settings(toml)
+    assert (s.server.dev_key, s.server.demo) == (dev_key, demo)
+    assert [c.id for c in s.connections] == (["conn_demo"] if demo else [])
+
+
+def test_the_storage_in_use_decides_until_a_restart() -> None:
+    """A reload reads a file naming other storage: the defaults stay the running one's."""
+    to_sqlite = build_settings(parse_config(""), {}, HOME, storage_in_use="postgresql://db/x")
+    assert (to_sqlite.server.dev_key, to_sqlite.server.demo, to_sqlite.connections) == (
+        False,
+        False,
+        (),
+    )
+    assert to_sqlite.storage_url == "sqlite:////tmp/sluice-home/sluice.db"  # what a restart uses
+    running = build_settings(parse_config(PG), {}, HOME, storage_in_use="sqlite:///x.db")
+    assert (running.server.dev_key, running.server.demo) == (True, True)
+
+
+LOCAL = (
+    '[[connections]]\nid = "conn_local"\nprovider = "openai-compatible"\nbase_url = "http://h/v1"\n'
+)
+SIGNED = '[[connections]]\nid = "conn_local"\nprovider = "aws-bedrock"\nregion = "us-east-1"\n'
+
+
+@pytest.mark.parametrize("connection", [LOCAL, SIGNED], ids=["openai-compatible", "aws-bedrock"])
+@pytest.mark.parametrize("env", [{}, {"LOCAL_KEY": ""}], ids=["unset", "empty"])
+def test_a_named_key_variable_must_be_set_whatever_the_provider(
+    connection: str, env: dict[str, str]
+) -> None:
+    """A connection that names ``api_key_env`` would otherwise send no key at all."""
+    with pytest.raises(
+        ConfigError, match=r"^connection 'conn_local': environment variable LOCAL_KEY is not set$"
+    ):
+        settings(connection + 'api_key_env = "LOCAL_KEY"\n', env)
+    conn = settings(connection + 'api_key_env = "LOCAL_KEY"\n', {"LOCAL_KEY": "k-1"}).connections[0]
+    assert conn.api_key is not None and conn.api_key.reveal() == "k-1"
+    assert settings(connection).connections[0].api_key is None  # naming none: no key, as before

@@ -15,7 +15,7 @@ import click
 from sluice.cli.state import load_settings
 from sluice.errors import ConfigError
 from sluice.server.app import Gateway
-from sluice.server.lifecycle import RunningGateway, start_gateway, stop_gateway
+from sluice.server.lifecycle import RunningGateway, free_traffic, start_gateway, stop_gateway
 from sluice.server.logformat import log_formatter
 from sluice.server.reload import SettingsSource
 from sluice.settings import Settings
@@ -32,12 +32,14 @@ def _banner(running: RunningGateway, settings: Settings) -> str:
         lines.append(f"  admin API:   on (the key in {admin_env})")
     for conn in settings.connections:
         lines.append(f"  connection:  {conn.id} ({conn.provider})")
+    lines.append(f"  development: {free_traffic(settings)}")
     dev = running.dev_key
     if dev is not None:
         if dev.created:
             lines.append(f"  dev key:     {dev.key}   (saved to {dev.path})")
         else:
             lines.append(f"  dev key:     in {dev.path}")
+    if dev is not None and settings.server.demo is True:
         lines.append("")
         lines.append("Try it:")
         lines.append(

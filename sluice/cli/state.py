@@ -1,6 +1,8 @@
 """Where the gateway's state is, found the one way ``serve``, ``init`` and every command
 on the database share: the config file's ``[storage] url`` (``--config``), else the
-SQLite file in ``--home``, ``$SLUICE_HOME`` or ``./.sluice``.
+SQLite file in ``--home``, ``$SLUICE_HOME`` or ``./.sluice``. A command on the database
+reads only the file's ``[storage]``: the provider keys its connections name need not be
+in the operator's shell.
 
 Only ``serve`` and ``init`` create a database. Any other command that finds none (no
 file, a server it cannot reach, a database without Sluice's schema) exits 2, saying
@@ -54,18 +56,28 @@ def load_settings(
     return build_settings(file, env, resolve_home(home, env), host=host, port=port)
 
 
+def storage_of(config_path: Path | None, home: str | None) -> tuple[str, Path]:
+    """The storage URL the gateway of ``--config`` / ``--home`` uses, and its home: the
+    file's ``[storage]`` only, so a command on the database needs none of the provider
+    keys the file's connections name; raises :class:`ConfigError`."""
+    env = dict(os.environ)
+    file = read_config_file(config_path) if config_path else FileConfig()
+    place = resolve_home(home, env)
+    return file.storage.url or home_storage_url(place), place
+
+
 def run_on_store(
     config_path: Path | None, home: str | None, work: Callable[[Store], Awaitable[_T]]
 ) -> _T:
     """``work`` on the gateway's existing database, then close it. Errors become
     click's: :class:`NoDatabaseExit` when there is no database, exit 1 otherwise."""
     try:
-        settings = load_settings(config_path, home)
+        url, place = storage_of(config_path, home)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
 
     async def main() -> _T:
-        store = await open_existing_store(settings.storage_url)
+        store = await open_existing_store(url)
         try:
             return await work(store)
         finally:
@@ -74,15 +86,17 @@ def run_on_store(
     try:
         return asyncio.run(main())
     except NoDatabaseError as exc:
-        raise NoDatabaseExit(refusal(str(exc), settings, config_path, home)) from None
+        where = _source(url, place, config_path, home)
+        raise NoDatabaseExit(refusal(str(exc), where)) from None
     except (ApiError, ConfigError) as exc:
         raise click.ClickException(str(exc)) from None
 
 
-def refusal(problem: str, settings: Settings, config_path: Path | None, home: str | None) -> str:
-    """What was not found, where the place came from, and how to point elsewhere."""
+def refusal(problem: str, source: str) -> str:
+    """What was not found, where the place came from (``source``), and how to point
+    elsewhere."""
     return (
-        f"{problem} (from {_source(settings, config_path, home)}).\n"
+        f"{problem} (from {source}).\n"
         "Point this command at the gateway's state with --home DIR or "
         f"{HOME_ENV}=DIR (the directory `sluice serve` uses), or --config FILE (the "
         "gateway's config: its [storage] url is used); or create a database there "
@@ -90,9 +104,9 @@ def refusal(problem: str, settings: Settings, config_path: Path | None, home: st
     )
 
 
-def _source(settings: Settings, config_path: Path | None, home: str | None) -> str:
+def _source(url: str, place: Path, config_path: Path | None, home: str | None) -> str:
     """How the storage URL was chosen, in the order :func:`resolve_home` follows."""
-    if settings.storage_url != home_storage_url(settings.home):
+    if url != home_storage_url(place):
         return f"the [storage] url of {config_path}"
     if home:
         return f"--home {home}"

@@ -139,7 +139,10 @@ class Gateway:
         self.clock = clock
         self.limits = limits
         self.auth = Authenticator(
-            store, dev_key_enabled=self.settings.server.dev_key, clock=clock, wall_clock=wall_clock
+            store,
+            dev_key_enabled=self.settings.server.dev_key is True,
+            clock=clock,
+            wall_clock=wall_clock,
         )
         messages = MessagesDoor()
         self._openapi = msgspec.json.encode(openapi_document())

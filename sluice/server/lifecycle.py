@@ -18,7 +18,7 @@ from sluice.server.listener import Listener, listen
 from sluice.server.reload import SettingsSource
 from sluice.server.scrape import Scrape
 from sluice.server.tls import server_tls
-from sluice.settings import Settings
+from sluice.settings import Settings, is_shared_storage
 from sluice.storage.factory import open_store
 
 
@@ -38,6 +38,25 @@ class RunningGateway(msgspec.Struct):
         return f"{self.scheme}://{host}:{self.port}"
 
 
+def free_traffic(settings: Settings) -> str:
+    """Which of the development key and the demo connection are on, in one line; on
+    shared storage, the setting that turns an off one on (by default both are off
+    there: each replica would mint unmetered traffic into the shared database)."""
+    dev_key, demo = settings.server.dev_key is True, settings.server.demo is True
+    line = f"dev key {_on(dev_key)}, demo {_on(demo)}"
+    off = [
+        setting for setting, on in (("dev_key = true", dev_key), ("demo = true", demo)) if not on
+    ]
+    if off and is_shared_storage(settings.storage_url):
+        them = "them" if len(off) > 1 else "it"
+        line += f" (shared storage: [server] {' / '.join(off)} turns {them} on)"
+    return line
+
+
+def _on(on: bool) -> str:
+    return "on" if on else "off"
+
+
 async def start_gateway(
     settings: Settings,
     *,
@@ -51,7 +70,7 @@ async def start_gateway(
     store = await open_store(settings.storage_url)
     try:
         dev_key = None
-        if settings.server.dev_key:
+        if settings.server.dev_key is True:  # resolved: off on shared storage unless set
             dev_key = await ensure_dev_key(
                 store, settings.home, new_id, os.urandom(32), int(wall_clock())
             )

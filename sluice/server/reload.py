@@ -4,9 +4,10 @@ in a new :class:`~.generation.Generation` whole. A file that fails to load or bu
 refused with its reason and the running generation keeps serving.
 
 What a generation holds (connections, models, routes, prices, limits, guardrails and
-the per-request server settings) is applied; what the process holds for its lifetime
-(the listener, the upstream client, storage, the limiter's store, the breaker and the
-credit holds' timings) is not: a change there is reported as needing a restart.
+the per-request server settings, the demo connection among them) is applied; what the
+process holds for its lifetime (the listener, the upstream client, storage, the
+development key, the limiter's store, the breaker and the credit holds' timings) is
+not: a change there is reported as needing a restart.
 """
 
 from __future__ import annotations
@@ -60,10 +61,21 @@ class SettingsSource:
     def __repr__(self) -> str:  # never the environment: it holds credentials
         return f"SettingsSource({self.path!r})"
 
-    def read(self) -> Settings:
-        """The settings as the file says now; raises :class:`ConfigError`."""
+    def read(self, storage_in_use: str | None = None) -> Settings:
+        """The settings as the file says now; raises :class:`ConfigError`.
+        ``storage_in_use``: the storage the process runs on, whose kind decides whether
+        ``[server] dev_key`` and ``demo`` are on when the file does not say (a change of
+        ``[storage] url`` waits for a restart: until then the demo follows the store in
+        use, never the one the file names next)."""
         file = read_config_file(self.path) if self.path else FileConfig()
-        return build_settings(file, self.env, self.home, host=self.host, port=self.port)
+        return build_settings(
+            file,
+            self.env,
+            self.home,
+            host=self.host,
+            port=self.port,
+            storage_in_use=storage_in_use,
+        )
 
 
 class Reloaded(msgspec.Struct, frozen=True):
@@ -150,7 +162,8 @@ class Reloader:
         (logged) when the file cannot be used, and nothing changes."""
         where = self.source.path or "the defaults"
         try:
-            applied, held = effective(running.settings, self.source.read())
+            now = self.source.read(running.settings.storage_url)
+            applied, held = effective(running.settings, now)
             generation = self._build(applied)
         except ConfigError as exc:
             _log.error("reload of %s refused, the running config is kept: %s", where, exc)

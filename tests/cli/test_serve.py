@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from sluice.cli.main import main
+from tests.support.databases import fresh_postgres
 
 BANNER = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
 
@@ -95,6 +97,7 @@ def test_the_banner_says_where_the_console_is_and_whether_the_admin_api_is_on(
     admin = "admin-" + "z" * 40
     with serving(tmp_path / "off") as (url, off):
         assert f"console:     {url}/" in off
+        assert "  development: dev key on, demo on\n" in off  # SQLite: both on by default
         assert "admin API:   off (set SLUICE_ADMIN_KEY to a key of 32+ characters)" in off
     with serving(tmp_path / "on", env_extra={"SLUICE_ADMIN_KEY": admin}) as (_, on):
         assert "admin API:   on (the key in SLUICE_ADMIN_KEY)" in on and admin not in on
@@ -113,8 +116,35 @@ def test_config_can_turn_the_dev_key_off(tmp_path: Path) -> None:
     config = tmp_path / "sluice.toml"
     config.write_text("[server]\ndev_key = false\n")
     with serving(tmp_path, "--config", str(config)) as (_, banner):
-        assert "dev key" not in banner
+        assert "  development: dev key off, demo on\n" in banner
+        assert "dev key:" not in banner and "curl" not in banner
     assert not (tmp_path / "dev-key").exists()
+
+
+def banner_of(home: Path, *args: str) -> str:
+    with serving(home, *args) as (_, banner):
+        return banner
+
+
+async def test_on_postgres_the_banner_says_what_is_off_and_what_turns_it_on(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "sluice.toml"
+    async with fresh_postgres() as dsn:
+        config.write_text(f'[storage]\nurl = "{dsn}"\n')
+        neither = await asyncio.to_thread(banner_of, tmp_path, "--config", str(config))
+        minted = (tmp_path / "dev-key").exists()
+        config.write_text(f'[storage]\nurl = "{dsn}"\n[server]\ndev_key = true\n')
+        dev_only = await asyncio.to_thread(banner_of, tmp_path, "--config", str(config))
+    assert (
+        "  development: dev key off, demo off (shared storage: [server] dev_key = true / "
+        "demo = true turns them on)\n"
+    ) in neither
+    assert "connection:" not in neither and "dev key:" not in neither and not minted
+    assert (
+        "  development: dev key on, demo off (shared storage: [server] demo = true turns it on)\n"
+    ) in dev_only
+    assert "dev key:" in dev_only and "curl" not in dev_only  # no demo to try it on
 
 
 def test_help_explains_every_flag() -> None:

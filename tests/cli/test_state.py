@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from sluice.cli.main import main
+from sluice.storage.factory import open_store
 from tests.support.databases import fresh_postgres
 from tests.support.process import gateway_process
 from tests.support.raw_http import exchange, get
@@ -96,6 +97,25 @@ def test_init_creates_the_database_then_commands_work(empty_dir: Path) -> None:
     assert run("ledger", "reconcile").exit_code == 0
 
 
+def test_commands_on_the_database_need_no_provider_key(empty_dir: Path) -> None:
+    """An operator's shell need not hold the keys the gateway's connections name: the
+    commands on the database read only the file's ``[storage]``."""
+    config = empty_dir / "sluice.toml"
+    config.write_text(
+        f'[storage]\nurl = "sqlite:///{empty_dir}/x.db"\n'
+        '[[connections]]\nid = "conn_o"\nprovider = "openai"\napi_key_env = "SLUICE_UNSET_KEY"\n'
+    )
+    asyncio.run(created_store(f"sqlite:///{empty_dir}/x.db"))
+    made = run("accounts", "create", "team2", "--config", str(config))
+    assert made.exit_code == 0, made.output
+    assert run("ledger", "reconcile", "--config", str(config)).exit_code == 0
+
+
+async def created_store(url: str) -> None:
+    store = await open_store(url)
+    await store.close()
+
+
 def test_init_with_home_and_config(empty_dir: Path) -> None:
     home = empty_dir / "state"
     assert run("init", "--home", str(home)).exit_code == 0
@@ -159,7 +179,8 @@ async def test_the_cli_and_a_running_gateway_share_one_database(
     home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
     elsewhere.mkdir()
     async with fresh_postgres() if backend == "postgres" else nullcontext("") as dsn:
-        config = f'[storage]\nurl = "{dsn}"\n' if dsn else ""
+        # on PostgreSQL the development key is off unless the file turns it on
+        config = f'[storage]\nurl = "{dsn}"\n[server]\ndev_key = true\n' if dsn else ""
         async with gateway_process(home, config) as gw:
             where = ["--config", str(gw.config)] if dsn else ["--home", str(home)]
             made = await asyncio.to_thread(

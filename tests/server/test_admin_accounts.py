@@ -27,7 +27,9 @@ async def gateway(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         return
     async with (
         fresh_postgres() as dsn,
-        running_gateway(tmp_path, f'[storage]\nurl = "{dsn}"\n', env=ENV) as gw,
+        running_gateway(
+            tmp_path, f'[server]\nport = 0\ndev_key = true\n[storage]\nurl = "{dsn}"\n', env=ENV
+        ) as gw,
     ):
         yield gw
 

@@ -17,7 +17,7 @@ from sluice.accounts.keys import key_digest, key_prefix, new_key
 from sluice.core.principal import AccountPolicy, KeyPolicy
 from sluice.storage.base import Store
 from sluice.storage.factory import open_store
-from tests.server.test_money import BODY, HOLD, USD
+from tests.server.test_money import BODY, HOLD, UPSTREAM_ENV, USD
 from tests.support.accounts import metered_key
 from tests.support.databases import fresh_postgres
 from tests.support.fake_openai import chunk, text_stream
@@ -54,7 +54,9 @@ async def test_a_budget_admits_exactly_what_it_covers(
         store: Store = await open_store(url)
         try:
             keys = await budgeted_keys(store, whose)
-            config = f'[storage]\nurl = "{url}"\n[server]\nsse_keepalive_interval = 0\n'
+            config = (
+                f'[storage]\nurl = "{url}"\n[server]\ndev_key = true\nsse_keepalive_interval = 0\n'
+            )
             statuses = await _race(
                 tmp_path,
                 config + openai_connection_toml(fake.base_url),
@@ -110,7 +112,9 @@ async def _race(
 ) -> list[int]:
     async with AsyncExitStack() as stack:
         gateways = [
-            await stack.enter_async_context(gateway_process(tmp_path / f"gw{n}", config))
+            await stack.enter_async_context(
+                gateway_process(tmp_path / f"gw{n}", config, env=UPSTREAM_ENV)
+            )
             for n in range(replicas)
         ]
 

@@ -21,11 +21,12 @@ from tests.support.accounts import metered_key
 from tests.support.databases import fresh_postgres
 from tests.support.fake_openai import chunk, text_stream
 from tests.support.fake_upstream import FakeUpstream, Pause, Reply, Step, WaitFor
-from tests.support.gateway import openai_connection_toml, running_gateway
+from tests.support.gateway import UPSTREAM_KEY, openai_connection_toml, running_gateway
 from tests.support.process import gateway_process
 from tests.support.raw_http import RawClient, exchange, get, post
 
 USD = 10**9
+UPSTREAM_ENV = {"FAKE_UPSTREAM_KEY": UPSTREAM_KEY}  # the variable the connection names
 PRICE = Price.per_million(2.0, 8.0, cache_read=0.5)
 MAX_TOKENS = 1000
 BODY = json.dumps(
@@ -54,7 +55,7 @@ async def test_two_replicas_on_postgres_never_overdraw(tmp_path: Path, fake: Fak
     async with fresh_postgres() as dsn:
         store = await open_store(dsn)
         key = await metered_key(store, "team", 50 * HOLD)  # exactly 50 holds
-        config = f'[storage]\nurl = "{dsn}"\n[server]\nsse_keepalive_interval = 0\n'
+        config = f'[storage]\nurl = "{dsn}"\n[server]\ndev_key = true\nsse_keepalive_interval = 0\n'
         config += (
             f'[limits]\nredis_url = "redis://127.0.0.1:6379/0"\n'
             f'key_prefix = "sluice-test:{os.getpid()}:{id(dsn)}:"\n'
@@ -62,8 +63,8 @@ async def test_two_replicas_on_postgres_never_overdraw(tmp_path: Path, fake: Fak
         )
         config += openai_connection_toml(fake.base_url)
         async with (
-            gateway_process(tmp_path / "a", config) as one,
-            gateway_process(tmp_path / "b", config) as two,
+            gateway_process(tmp_path / "a", config, env=UPSTREAM_ENV) as one,
+            gateway_process(tmp_path / "b", config, env=UPSTREAM_ENV) as two,
         ):
             request = post("/v1/chat/completions", BODY, key)
 
@@ -146,7 +147,7 @@ async def test_a_killed_process_holds_are_reclaimed_and_the_ledger_reconciles(
     home = tmp_path / "home"
     config = "[server]\nsse_keepalive_interval = 0\n[metering]\nhold_ttl = 1\n"
     config += openai_connection_toml(fake.base_url)
-    async with gateway_process(home, config) as gw:
+    async with gateway_process(home, config, env=UPSTREAM_ENV) as gw:
         store = await open_store(f"sqlite:///{home / 'sluice.db'}")
         key = await metered_key(store, "team", 10 * HOLD)
         client = await RawClient.connect(gw.host, gw.port)

@@ -118,6 +118,12 @@ BAD_FILES = [
         "duplicate connection ids: conn_fake",
         "duplicate",
     ),
+    (
+        "[[connections]]\nid = 'conn_local'\nprovider = 'openai-compatible'\n"
+        "base_url = 'http://127.0.0.1:9/v1'\napi_key_env = 'SLUICE_TEST_UNSET_KEY'",
+        "connection 'conn_local': environment variable SLUICE_TEST_UNSET_KEY is not set",
+        "unset-key-variable",
+    ),
 ]
 
 
@@ -283,6 +289,7 @@ def settings_of(text: str) -> Settings:
         ("[server]\nmetrics_listen = '127.0.0.1:9464'", ("[server] metrics_listen",)),
         ("[server]\nmax_json_depth = 16\nshutdown_grace = 1", ()),
         ("[server]\ndemo = false", ()),
+        ("[server]\ndev_key = false", ("[server] dev_key",)),
         ("[limits]\nkey = { requests = 5 }", ()),
         ("[limits]\nkey_prefix = 'other:'", ("[limits] key_prefix",)),
         ("[metering]\nhold_ttl = 60", ("[metering] hold_ttl",)),
@@ -295,6 +302,7 @@ def settings_of(text: str) -> Settings:
         "metrics-listen",
         "per-request",
         "demo",
+        "dev-key",
         "limits",
         "limit-store",
         "holds",
