@@ -18,46 +18,53 @@ the SQL text.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
 from sluice.storage.base import RequestFilters, RequestPosition, RequestRecord
 from sluice.storage.dialect import Params, SqlDialect
 
-_INDEXED: Final = (("key_id", "key"), ("status", "status"), ("provider", "provider"))
-"""Equality filters with an index of their own, in the order a page picks one to read."""
-_MODELS: Final = (("requested_model", "requested"), ("served_model", "served"))
 _NEWEST: Final = "ORDER BY created_at DESC, id DESC"
 _RECORD: Final = msgspec.json.Decoder(RequestRecord)
 
 Page = tuple[list[RequestRecord], RequestPosition | None]
 
 
-def _index(filters: RequestFilters, short: str | None) -> str:
+class _Range(NamedTuple):
+    """One field's index range: ``field = value``, through the index named ``short``."""
+
+    field: str
+    value: str
+    short: str
+
+
+def _lead(filters: RequestFilters) -> tuple[_Range, ...]:
+    """The ranges a page reads: the first filter of key, status, model, provider (a
+    model filter: the requested and the served model's two); none: the log by time."""
+    if filters.key_id is not None:
+        return (_Range("key_id", filters.key_id, "key"),)
+    if filters.status is not None:
+        return (_Range("status", filters.status, "status"),)
+    if filters.model is not None:
+        return (
+            _Range("requested_model", filters.model, "requested"),
+            _Range("served_model", filters.model, "served"),
+        )
+    if filters.provider is not None:
+        return (_Range("provider", filters.provider, "provider"),)
+    return ()
+
+
+def _index(filters: RequestFilters, lead: _Range | None) -> str:
     """The index a range is read through: led by the account when there is one."""
     if filters.account_id is None:
-        return "request_log_newest" if short is None else f"request_log_{short}_newest"
-    return "request_log_account_newest" if short is None else f"request_log_account_{short}"
-
-
-def _lead(filters: RequestFilters) -> list[tuple[str, str]]:
-    """The ``(field, short name)`` of each range a page reads: one field's index (none:
-    the log by time alone), or the two model fields for a ``model`` filter."""
-    for field, short in _INDEXED[:2]:
-        if getattr(filters, field) is not None:
-            return [(field, short)]
-    if filters.model is not None:
-        return list(_MODELS)
-    field, short = _INDEXED[2]
-    return [(field, short)] if filters.provider is not None else []
+        return "request_log_newest" if lead is None else f"request_log_{lead.short}_newest"
+    return "request_log_account_newest" if lead is None else f"request_log_account_{lead.short}"
 
 
 def _range(
-    arg: Params,
-    filters: RequestFilters,
-    lead: tuple[str, str] | None,
-    after: RequestPosition | None,
+    arg: Params, filters: RequestFilters, lead: _Range | None, after: RequestPosition | None
 ) -> str:
     """One index range: its rows' ``(id, created_at)``, newest first (no ``LIMIT``)."""
     dialect = arg.dialect
@@ -65,16 +72,14 @@ def _range(
     if filters.account_id is not None:
         where.append(f"account_id = {arg(filters.account_id)}")
     if lead is not None:
-        field, _ = lead
-        value = filters.model if field in dict(_MODELS) else getattr(filters, field)
-        where.append(f"{dialect.field.format(field)} = {arg(value)}")
+        where.append(f"{dialect.field.format(lead.field)} = {arg(lead.value)}")
     if filters.since is not None:
         where.append(f"created_at >= {arg(filters.since)}")
     if filters.until is not None:
         where.append(f"created_at < {arg(filters.until)}")
     if after is not None:
         where.append(f"(created_at, id) < ({arg(after[0])}, {arg(after[1])})")
-    index = dialect.use_index.format(_index(filters, None if lead is None else lead[1]))
+    index = dialect.use_index.format(_index(filters, lead))
     condition = f" WHERE {' AND '.join(where)}" if where else ""
     return f"SELECT id, created_at FROM request_log {index}".rstrip() + f"{condition} {_NEWEST}"
 
@@ -98,16 +103,16 @@ def _residual(arg: Params, filters: RequestFilters) -> list[str]:
     """The filters the examined range did not serve, on the record itself (``record``
     is the log's row: the examined rows carry only their position)."""
     field = arg.dialect.field
-    lead = {name for name, _ in _lead(filters)}
+    served = {one.field for one in _lead(filters)}
     where = [
-        f"{field.format(f)} = {arg(getattr(filters, f))}"
-        for f, _ in _INDEXED
-        if getattr(filters, f) is not None and f not in lead
+        f"{field.format(name)} = {arg(value)}"
+        for name in ("key_id", "status", "provider")
+        if (value := getattr(filters, name)) is not None and name not in served
     ]
-    if filters.model is not None and "requested_model" not in lead:
+    if filters.model is not None and "requested_model" not in served:
         model = arg(filters.model)
-        requested, served = (field.format(f) for f, _ in _MODELS)
-        where.append(f"({requested} = {model} OR {served} = {model})")
+        requested, served_model = field.format("requested_model"), field.format("served_model")
+        where.append(f"({requested} = {model} OR {served_model} = {model})")
     return where
 
 
