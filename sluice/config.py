@@ -262,8 +262,45 @@ class MeteringConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     reclaim_interval: Annotated[float, msgspec.Meta(gt=0)] = 30.0
 
 
+_DURATION = re.compile(r"([0-9]{1,9})([smhdw])|0")
+_UNITS = "smhdw"
+_UNIT_SECONDS = (1, 60, 3600, 86_400, 604_800)
+
+
+def duration_seconds(text: str) -> int:
+    """``"30d"``, ``"12h"``, ``"90m"``, ``"3600s"``, ``"2w"`` (a whole number and one
+    unit) in seconds; ``"0"`` is 0. ValueError for anything else."""
+    found = _DURATION.fullmatch(text)
+    if found is None:
+        raise ValueError(text)
+    return 0 if found[1] is None else int(found[1]) * _UNIT_SECONDS[_UNITS.index(found[2])]
+
+
 class StorageConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     url: str | None = None
+    request_log_retention: str | None = "30d"
+    """How long request-log rows are kept: a whole number and a unit, ``s``, ``m``,
+    ``h``, ``d`` or ``w`` (``"30d"``, ``"12h"``, ``"90m"``); ``"0"`` (any zero) or None
+    keeps them for ever. The ledger is never pruned."""
+    request_log_max_rows: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    """At most this many request-log rows are kept (the oldest go first); None: no bound."""
+
+    def __post_init__(self) -> None:
+        if self.request_log_retention is not None:
+            try:
+                duration_seconds(self.request_log_retention)
+            except ValueError:
+                raise ValueError(
+                    f"request_log_retention {self.request_log_retention!r} is not a duration: "
+                    'a whole number and a unit, s, m, h, d or w ("30d", "12h"), or "0" to '
+                    "keep every row"
+                ) from None
+
+    @property
+    def request_log_retention_seconds(self) -> int | None:
+        """The retention in seconds; None: rows are kept for ever."""
+        text = self.request_log_retention
+        return None if text is None else (duration_seconds(text) or None)
 
 
 class LimitsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -320,3 +357,5 @@ def parse_config(raw: bytes | str, origin: str = "<config>") -> FileConfig:
         return msgspec.toml.decode(raw, type=FileConfig)
     except msgspec.DecodeError as exc:
         raise ConfigError(f"{origin}: {exc}") from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays and tables
+        raise ConfigError(f"{origin}: arrays or tables nested too deeply") from None

@@ -31,6 +31,7 @@ from sluice.config import (
     RouteConfig,
     RoutingConfig,
     ServerConfig,
+    StorageConfig,
     TelemetryConfig,
 )
 from sluice.core.connection import ConnectionSettings, Secret
@@ -73,6 +74,9 @@ class Settings(msgspec.Struct, frozen=True):
     guardrails: tuple[GuardrailConfig, ...] = ()
     telemetry: TelemetrySettings | None = None
     """None: tracing is off."""
+    storage: StorageConfig = StorageConfig()
+    """``[storage]``: its ``url`` resolved is :attr:`storage_url`; the request log's
+    retention."""
 
 
 def resolve_home(explicit: str | None, env: Mapping[str, str]) -> Path:
@@ -229,4 +233,5 @@ def build_settings(
         routes=tuple(file.routes),
         guardrails=tuple(file.guardrails),
         telemetry=_telemetry(file.telemetry),
+        storage=file.storage,
     )

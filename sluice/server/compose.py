@@ -73,7 +73,7 @@ class _Lasting:
         self.breaker = Breaker(
             routing.breaker_failures, routing.breaker_cooldown, routing.max_retry_after
         )
-        self.log = WriteBehind(store, wall_clock, reclaim_every=metering.reclaim_interval)
+        self.log = WriteBehind.configured(store, wall_clock, metering, settings.storage)
         self.meter = Meter(
             store, self.log, new_id=new_id, wall_clock=wall_clock, hold_ttl=metering.hold_ttl
         )

@@ -137,6 +137,7 @@ def _held_back(applied: Settings, new: Settings) -> tuple[str, ...]:
                 f"[{name}] {field}"
                 for field in ran.__struct_fields__
                 if getattr(ran, field) != getattr(wanted, field)
+                and (name, field) != ("storage", "url")  # told as storage_url's
             ]
         else:
             held.append("[storage] url" if name == "storage_url" else name)

@@ -5,7 +5,9 @@ task writes them in batches. A failed batch is retried a few times, then dropped
 an error in the log: an unsettled hold expires and is reclaimed, so money stays
 consistent (the request is then not charged). A batch the database refuses for one
 bad row (:class:`~sluice.storage.base.ConstraintViolationError`) is written row by row, so
-only that row is dropped. The same task reclaims expired holds now and then.
+only that row is dropped. The same task reclaims expired holds now and then and, given a
+:class:`~sluice.storage.retention.Retention`, prunes the request log: one short batch
+between its writes, so a long prune never holds up a settlement for more than that.
 ``close`` drains what is queued.
 """
 
@@ -16,7 +18,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from sluice.config import MeteringConfig, StorageConfig
 from sluice.storage.base import ConstraintViolationError, RequestRecord, Settlement, Store
+from sluice.storage.retention import Pruner, Retention
 
 _log = logging.getLogger("sluice.storage")
 _RETRIES = 5
@@ -31,6 +35,7 @@ class WriteBehind:
         *,
         interval: float = 0.05,
         reclaim_every: float = 30.0,
+        retention: Retention | None = None,
     ) -> None:
         self._store = store
         self._wall_clock = wall_clock
@@ -45,6 +50,20 @@ class WriteBehind:
         self._batch_written = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._pruner = None if retention is None else Pruner(store, retention, wall_clock)
+
+    @classmethod
+    def configured(
+        cls,
+        store: Store,
+        wall_clock: Callable[[], float],
+        metering: MeteringConfig,
+        storage: StorageConfig,
+    ) -> WriteBehind:
+        """As ``[metering] reclaim_interval`` and ``[storage] request_log_retention`` and
+        ``request_log_max_rows`` say."""
+        retention = Retention.from_config(storage)
+        return cls(store, wall_clock, reclaim_every=metering.reclaim_interval, retention=retention)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -93,13 +112,20 @@ class WriteBehind:
             if loop.time() >= next_reclaim:
                 await self._reclaim()
                 next_reclaim = loop.time() + self._reclaim_every
+            if self._pruner is not None and not self._closing:
+                await self._pruner.step(loop.time())
             if not self._settlements and not self._records:
                 self._idle.set()
                 if self._closing:
                     return
+                pause = next_reclaim - loop.time()
+                if self._pruner is not None:
+                    pause = min(pause, self._pruner.due_in(loop.time()))
+                if pause <= 0:
+                    continue
                 self._wake.clear()
                 try:
-                    await asyncio.wait_for(self._wake.wait(), self._reclaim_every)
+                    await asyncio.wait_for(self._wake.wait(), pause)
                 except TimeoutError:
                     continue
                 await asyncio.sleep(self._interval)  # gather a batch

@@ -232,7 +232,7 @@ async def test_what_needs_a_restart_is_reported_and_left_as_it_runs(tmp_path: Pa
             "max_body_bytes = 1000\nsse_keepalive_interval = 1.0\n"
             "[limits]\nredis_url = 'redis://127.0.0.1:1/0'\n"
             "[routing]\nbreaker_failures = 1\n"
-            "[storage]\nurl = 'sqlite:///elsewhere.db'\n",
+            "[storage]\nurl = 'sqlite:///elsewhere.db'\nrequest_log_retention = '7d'\n",
         )
         answer = await reload(gw)
         running = gw.gateway.settings
@@ -244,6 +244,7 @@ async def test_what_needs_a_restart_is_reported_and_left_as_it_runs(tmp_path: Pa
         "[storage] url",
         "[limits] redis_url",
         "[routing] breaker_failures",
+        "[storage] request_log_retention",
     ]
     assert running.server.sse_keepalive_interval == 1.0  # applied
     assert gw.gateway.services.keepalive_interval == 1.0
