@@ -10,13 +10,17 @@ effect. Absent fields are ``UNSET`` and stay absent when the request is encoded 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
 from sluice.errors import InvalidRequestError
+from sluice.wire.bounds import MAX_BLOCKS, MAX_MESSAGES, MAX_TOOLS
 
 Opt = UnsetType  # shorthand used in annotations below: "may be absent"
+_T = TypeVar("_T")
+Blocks = Annotated[list[_T], Meta(max_length=MAX_BLOCKS)]
+"""The content parts of one message."""
 
 
 class _Wire(Struct):
@@ -107,22 +111,22 @@ class ToolCall(_Wire):
 
 
 class SystemMessage(_Wire, tag_field="role", tag="system"):
-    content: str | list[TextPart]
+    content: str | Blocks[TextPart]
     name: str | Opt = UNSET
 
 
 class DeveloperMessage(_Wire, tag_field="role", tag="developer"):
-    content: str | list[TextPart]
+    content: str | Blocks[TextPart]
     name: str | Opt = UNSET
 
 
 class UserMessage(_Wire, tag_field="role", tag="user"):
-    content: str | list[UserContentPart]
+    content: str | Blocks[UserContentPart]
     name: str | Opt = UNSET
 
 
 class AssistantMessage(_Wire, tag_field="role", tag="assistant"):
-    content: str | list[AssistantContentPart] | Opt | None = UNSET
+    content: str | Blocks[AssistantContentPart] | Opt | None = UNSET
     tool_calls: list[ToolCall] | Opt = UNSET
     name: str | Opt = UNSET
     refusal: str | Opt | None = UNSET
@@ -132,7 +136,7 @@ class AssistantMessage(_Wire, tag_field="role", tag="assistant"):
 
 
 class ToolMessage(_Wire, tag_field="role", tag="tool"):
-    content: str | list[TextPart | ImagePart]
+    content: str | Blocks[TextPart | ImagePart]
     tool_call_id: str
     is_error: bool | Opt = UNSET
     """Sluice extension: the tool failed and ``content`` says how."""
@@ -213,10 +217,10 @@ class ChatRequest(_Wire):
     """``POST /v1/chat/completions`` body."""
 
     model: ModelName
-    messages: Annotated[list[Message], Meta(min_length=1)]
+    messages: Annotated[list[Message], Meta(min_length=1, max_length=MAX_MESSAGES)]
     stream: bool | Opt | None = UNSET
     stream_options: StreamOptions | Opt | None = UNSET
-    tools: list[Tool] | Opt | None = UNSET
+    tools: Annotated[list[Tool], Meta(max_length=MAX_TOOLS)] | Opt | None = UNSET
     tool_choice: ToolChoice | Opt | None = UNSET
     parallel_tool_calls: bool | Opt | None = UNSET
     response_format: ResponseFormat | Opt | None = UNSET

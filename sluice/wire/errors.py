@@ -19,7 +19,7 @@ from typing import TypeVar
 import msgspec
 
 from sluice.errors import ApiError, InvalidRequestError
-from sluice.wire.bounds import json_depth_exceeds
+from sluice.wire.bounds import DEFAULT_MAX_JSON_VALUES, json_bounds_problem
 from sluice.wire.chunks import Usage
 from sluice.wire.messages import ErrorDetails, ErrorEvent, ErrorObject
 from sluice.wire.messages import Usage as MessagesUsage
@@ -74,13 +74,20 @@ _MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`")
 
 def decode_body(decoder: msgspec.json.Decoder[_T], body: bytes | bytearray, max_depth: int) -> _T:
     """A client's JSON body as ``decoder``'s type; 400 naming what is wrong, and naming
-    the limit when it nests deeper than ``max_depth`` (checked before decoding)."""
+    the limit when it nests deeper than ``max_depth`` or holds more values than a body
+    may (checked before decoding)."""
     if not body:
         raise invalid_body_error(msgspec.DecodeError("input data was truncated"))
-    if json_depth_exceeds(body, max_depth):
+    problem = json_bounds_problem(body, max_depth)
+    if problem == "depth":
         raise InvalidRequestError(
             f"The request body nests arrays and objects deeper than {max_depth} levels.",
             code="json_too_deep",
+        )
+    if problem == "values":
+        raise InvalidRequestError(
+            f"The request body holds more than {DEFAULT_MAX_JSON_VALUES:,} JSON values.",
+            code="json_too_large",
         )
     try:
         return decoder.decode(body)

@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal
 
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
-from sluice.wire.chat import ModelName, PositiveInt, Probability
+from sluice.wire.bounds import MAX_MESSAGES, MAX_TOOLS
+from sluice.wire.chat import Blocks, ModelName, PositiveInt, Probability
 from sluice.wire.chunks import PriceSource
 
 Opt = UnsetType
@@ -66,7 +67,7 @@ class ToolUseBlock(_Wire, tag_field="type", tag="tool_use"):
 
 class ToolResultBlock(_Wire, tag_field="type", tag="tool_result"):
     tool_use_id: Annotated[str, Meta(min_length=1)]
-    content: str | list[TextBlock | ImageBlock] | Opt = UNSET
+    content: str | Blocks[TextBlock | ImageBlock] | Opt = UNSET
     is_error: bool | Opt = UNSET
     cache_control: Raw | Opt = UNSET
 
@@ -93,7 +94,7 @@ ContentBlock = (
 
 class MessageParam(_Wire):
     role: Literal["user", "assistant"]
-    content: str | list[ContentBlock]
+    content: str | Blocks[ContentBlock]
 
 
 # --- the request ---------------------------------------------------------------------
@@ -128,9 +129,9 @@ class CountTokensRequest(_Wire, kw_only=True):
     """``POST /v1/messages/count_tokens`` body: what a request's prompt is made of."""
 
     model: ModelName
-    messages: Annotated[list[MessageParam], Meta(min_length=1)]
-    system: str | list[TextBlock] | Opt = UNSET
-    tools: list[ToolParam] | Opt = UNSET
+    messages: Annotated[list[MessageParam], Meta(min_length=1, max_length=MAX_MESSAGES)]
+    system: str | Blocks[TextBlock] | Opt = UNSET
+    tools: Annotated[list[ToolParam], Meta(max_length=MAX_TOOLS)] | Opt = UNSET
     tool_choice: ToolChoiceParam | Opt = UNSET
     thinking: ThinkingParam | Opt = UNSET
 
