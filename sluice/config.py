@@ -218,6 +218,10 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     cors_origins: list[str] = []
     """Origins (``https://app.example.com``, exact) whose pages may call the gateway from
     a browser; ``"*"`` allows any. None by default."""
+    live_feeds_per_key: Annotated[int, msgspec.Meta(ge=0)] = 4
+    """``GET /v1/requests/live`` feeds one API key may hold open at once (0: none)."""
+    live_feeds_per_account: Annotated[int, msgspec.Meta(ge=0)] = 16
+    """The same over all the keys of one account."""
 
     def __post_init__(self) -> None:
         if self.metrics_listen is not None:

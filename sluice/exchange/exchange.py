@@ -21,13 +21,14 @@ from sluice.errors import (
     ApiError,
     InternalError,
     PermissionDeniedError,
-    RateLimitError,
     ShuttingDownError,
 )
+from sluice.exchange.admission import admitted, token_subject
 from sluice.exchange.completion import complete
 from sluice.exchange.heads import error_headers
 from sluice.exchange.ports import ClientGoneError, ClientStream, FrontDoor, Headers
 from sluice.exchange.record import request_record
+from sluice.exchange.refusals import REFUSAL_STATUSES
 from sluice.exchange.services import Services
 from sluice.exchange.state import ExchangeState
 from sluice.exchange.streaming import stream
@@ -36,7 +37,6 @@ from sluice.guardrails.checks import check_input
 from sluice.guardrails.selection import RuleSet
 from sluice.limits.base import LimiterUnavailableError
 from sluice.limits.decision import Ticket as LimitTicket
-from sluice.limits.headers import rate_limit_headers
 from sluice.metering.charges import hold_amount, resolve_rate
 from sluice.routing.router import AttemptRecord, TryStarted
 from sluice.storage.base import RequestRecord
@@ -65,6 +65,7 @@ class Exchange:
     __slots__ = (
         "_incoming",
         "_limit_ticket",
+        "counted",
         "door",
         "headers",
         "record",
@@ -82,8 +83,13 @@ class Exchange:
         writer: ClientStream,
         headers: Headers,
         incoming: Mapping[str, str] | None = None,
+        *,
+        counted: bool = False,
     ) -> None:
         self.services = services
+        self.counted = counted
+        """The call was counted against its request limits when it arrived
+        (:func:`~.admission.count_call`): only token limits are left to admit."""
         self.door = door
         self.writer = writer
         self.headers = headers
@@ -117,7 +123,7 @@ class Exchange:
         state = self.state = ExchangeState(
             req, principal, request_id=request_id, created=created, started=started
         )
-        self.services.tasks.running(request_id, self._live_record)
+        self.services.tasks.running(request_id, principal.account_id, self._live_record)
         self.trace = self.services.telemetry.start(req.model, self._incoming)
         status = 200
         try:
@@ -153,16 +159,10 @@ class Exchange:
         credit hold. Returns the output guardrails that apply."""
         services, principal = self.services, state.principal
         _check_models(state.req, principal.policy)
-        subject = services.limit_subject(principal)
+        subject = token_subject(services, principal, self.counted)
         if subject is not None:
-            decision = await services.limiter.admit(subject, estimate_prompt_tokens(state.req))
-            self.headers.extend(rate_limit_headers(decision))
-            if not decision.allowed:
-                raise RateLimitError(
-                    f"Rate limit reached for {', '.join(decision.exceeded)}.",
-                    code="rate_limit_exceeded",
-                    retry_after=decision.retry_after,
-                )
+            estimate = estimate_prompt_tokens(state.req)
+            decision = admitted(await services.limiter.admit(subject, estimate), self.headers)
             self._limit_ticket = decision.ticket
         rules = services.guardrails.select(principal, state.req.model)
         if rules.input:
@@ -172,7 +172,9 @@ class Exchange:
         req = state.req
         view = await services.tenants.view(principal.account_id)
         state.prices = view.prices
-        plan = state.plan = view.planner.plan(req.model, req.models or ())
+        plan = state.plan = view.planner.plan(req.model, req.models or ()).within(
+            principal.policy.allows
+        )
         rates = [
             (a.model, resolve_rate(a.model, a.target.connection, view.prices))
             for a in plan.attempts
@@ -230,11 +232,14 @@ class Exchange:
             charged=charged,
             front_door=self.door.name,
         )
-        services.log.log(self.record)
+        if not state.attempts and state.error is not None and status in REFUSAL_STATUSES:
+            services.refusals.log(self.record)
+        else:
+            services.log.log(self.record)
         services.metrics.ran(self.record)  # here, not when the response ends: a drain settles later
         if self.trace is not None:
             self.trace.end(self.record, state)
-        services.tasks.finished(state.request_id)
+        services.tasks.finished(state.request_id, state.principal.account_id)
 
     def _live_record(self) -> RequestRecord:
         """The request-log row so far, for ``GET /v1/requests/{id}`` while it runs."""

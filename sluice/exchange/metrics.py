@@ -319,6 +319,12 @@ class Metrics:
             if note["outcome"] == "blocked":
                 families.blocks.labels(note["name"], note["stage"]).inc()
 
+    def refusal(self, error_type: str) -> None:
+        """A call refused before an exchange took it (past its request limit)."""
+        reason = _REFUSALS.get(error_type)
+        if reason is not None:
+            self._families.refused.labels(reason).inc()
+
     def by_connection(self) -> dict[str, ConnectionStats]:
         """Per connection label, since the process started: upstream attempts (a
         skipped one is none), those that failed, the mean time to first token served."""

@@ -1,13 +1,56 @@
-"""The request-log row of one exchange, built from its state when it ends."""
+"""The request-log row of one exchange, built from its state when it ends; and the row
+of a call refused before it was read.
+
+What a client sent is stored bounded (:data:`MAX_CLIENT_TEXT`): a model name or an
+error message quoting one is cut, with ``…``, past it.
+"""
 
 from __future__ import annotations
+
+from typing import Final
 
 import msgspec
 
 from sluice.core.money import usd_from_nano
+from sluice.core.principal import Principal
 from sluice.core.usage import TokenUsage
+from sluice.errors import ApiError
 from sluice.exchange.state import ExchangeState
 from sluice.storage.base import RequestRecord
+
+MAX_CLIENT_TEXT: Final = 256
+"""Characters of a client's string (a model name, an error quoting one) kept in a row."""
+
+
+def bounded(text: str | None, limit: int = MAX_CLIENT_TEXT) -> str | None:
+    """``text`` cut to ``limit`` characters (the last one ``…``) when longer."""
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
+
+
+def refusal_record(
+    *,
+    request_id: str,
+    principal: Principal,
+    created: int,
+    duration: float,
+    front_door: str,
+    err: ApiError,
+) -> RequestRecord:
+    """The row of a call refused before its body was read (no model asked for yet)."""
+    return RequestRecord(
+        id=request_id,
+        account_id=principal.account_id,
+        key_id=principal.key_id,
+        created_at=created,
+        front_door=front_door,
+        duration_ms=round(duration * 1000, 3),
+        http_status=err.http_status,
+        error_type=err.type,
+        error_code=err.code,
+        error_message=bounded(err.message, 4 * MAX_CLIENT_TEXT),
+    )
 
 
 def request_record(
@@ -29,7 +72,7 @@ def request_record(
         key_id=principal.key_id,
         created_at=state.created,
         front_door=front_door,
-        requested_model=req.model,
+        requested_model=bounded(req.model),
         stream=req.is_stream,
         attempts=[msgspec.to_builtins(a) for a in state.attempts],
         status=state.status(),
@@ -64,5 +107,5 @@ def request_record(
             rec.tokens_per_second = round(tokens.completion_tokens / generating, 2)
     if state.error is not None:
         rec.error_type, rec.error_code = state.error.type, state.error.code
-        rec.error_message = state.error.message
+        rec.error_message = bounded(state.error.message, 4 * MAX_CLIENT_TEXT)
     return rec

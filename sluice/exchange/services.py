@@ -9,6 +9,7 @@ from collections.abc import Callable
 from sluice.config import LimitsConfig, LimitSpec
 from sluice.core.principal import Allowance, Principal
 from sluice.exchange.metrics import Metrics
+from sluice.exchange.refusals import RefusalLog
 from sluice.exchange.tasks import Tasks
 from sluice.exchange.telemetry import NO_TELEMETRY, Telemetry
 from sluice.exchange.tenants import Tenants
@@ -31,6 +32,7 @@ class Services:
         "max_json_depth",
         "meter",
         "metrics",
+        "refusals",
         "router",
         "tasks",
         "telemetry",
@@ -49,6 +51,7 @@ class Services:
         guardrails: Guardrails,
         metrics: Metrics,
         tasks: Tasks,
+        refusals: RefusalLog,
         clock: Callable[[], float],
         keepalive_interval: float,
         max_json_depth: int,
@@ -63,6 +66,8 @@ class Services:
         self.guardrails = guardrails
         self.metrics = metrics
         self.tasks = tasks
+        self.refusals = refusals
+        """Where a refusal before any upstream call is logged (coalesced per key)."""
         self.clock = clock
         self.keepalive_interval = keepalive_interval
         self.max_json_depth = max_json_depth

@@ -16,7 +16,15 @@ _log = logging.getLogger("sluice.server")
 
 
 class Tasks:
-    __slots__ = ("_background", "_clock", "_drains", "_hold_ttl", "_may_drain", "_running")
+    __slots__ = (
+        "_background",
+        "_by_account",
+        "_clock",
+        "_drains",
+        "_hold_ttl",
+        "_may_drain",
+        "_running",
+    )
 
     def __init__(self, clock: Callable[[], float], hold_ttl: float) -> None:
         self._clock = clock
@@ -25,24 +33,43 @@ class Tasks:
         self._drains: set[asyncio.Task[None]] = set()
         self._may_drain = True
         self._running: dict[str, Callable[[], RequestRecord]] = {}
+        self._by_account: dict[str, dict[str, Callable[[], RequestRecord]]] = {}
+        """The same, by account: an account's live feed reads its own requests only."""
 
-    def running(self, request_id: str, snapshot: Callable[[], RequestRecord]) -> None:
+    def running(
+        self, request_id: str, account_id: str, snapshot: Callable[[], RequestRecord]
+    ) -> None:
         """A request started: ``snapshot()`` gives its row as it stands."""
         self._running[request_id] = snapshot
+        self._by_account.setdefault(account_id, {})[request_id] = snapshot
 
-    def finished(self, request_id: str) -> None:
+    def finished(self, request_id: str, account_id: str) -> None:
         self._running.pop(request_id, None)
+        own = self._by_account.get(account_id)
+        if own is not None:
+            own.pop(request_id, None)
+            if not own:
+                del self._by_account[account_id]
 
     def live(self, request_id: str) -> RequestRecord | None:
         """The row of a request still running (its ``status`` ``in_progress``), if it is."""
         snapshot = self._running.get(request_id)
         return None if snapshot is None else snapshot()
 
-    def in_flight(self, account_id: str | None = None) -> list[RequestRecord]:
+    def in_flight(
+        self, account_id: str | None = None, limit: int | None = None
+    ) -> list[RequestRecord]:
         """The rows of the requests running now (one account's, or every one's), oldest
-        first."""
-        rows = (snapshot() for snapshot in tuple(self._running.values()))
-        return [row for row in rows if account_id is None or row.account_id == account_id]
+        first: at most ``limit`` of them (the oldest), each built only when returned."""
+        running = self._running if account_id is None else self._by_account.get(account_id, {})
+        snapshots = tuple(running.values())[:limit]
+        return [snapshot() for snapshot in snapshots]
+
+    def running_count(self, account_id: str | None = None) -> int:
+        """How many requests are running now (one account's, or every one's)."""
+        if account_id is None:
+            return len(self._running)
+        return len(self._by_account.get(account_id, ()))
 
     @property
     def stopping(self) -> bool:

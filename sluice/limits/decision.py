@@ -27,6 +27,25 @@ class Subject(msgspec.Struct, frozen=True):
     key: LimitSpec | None = None
     account: LimitSpec | None = None
 
+    def only(self, dimension: Dimension) -> Subject | None:
+        """The same caller with only its limits in ``dimension`` (requests are counted
+        when a call arrives, tokens once a request is read); None when none apply."""
+        key, account = _only(self.key, dimension), _only(self.account, dimension)
+        if key is None and account is None:
+            return None
+        return Subject(self.key_id, self.account_id, key=key, account=account)
+
+
+def _only(spec: LimitSpec | None, dimension: Dimension) -> LimitSpec | None:
+    if spec is None:
+        return None
+    limit = spec.requests if dimension == "requests" else spec.tokens
+    if limit is None:
+        return None
+    if dimension == "requests":
+        return LimitSpec(requests=limit, window=spec.window)
+    return LimitSpec(tokens=limit, window=spec.window)
+
 
 class Ticket(msgspec.Struct, frozen=True):
     """An admitted request, handed back to ``finish`` when it ends."""

@@ -21,6 +21,10 @@ from sluice.storage.base import HoldRequest, Settlement, Store
 from sluice.storage.budgets import Budget
 from sluice.storage.writer import WriteBehind
 
+EMPTY_FOR = 1.0
+"""Seconds an account found empty is refused before its requests are read (credits
+added on another replica or through the CLI are seen within this)."""
+
 
 class Ticket(msgspec.Struct, frozen=True):
     """An open hold, to be settled exactly once."""
@@ -59,6 +63,8 @@ class Meter:
         self._new_id = new_id
         self._wall_clock = wall_clock
         self._hold_ttl = hold_ttl
+        self._empty: dict[str, float] = {}
+        """Accounts found with nothing available, until when that is believed."""
 
     async def hold(
         self, principal: Principal, request_id: str, amount: int, *, capped: bool = True
@@ -89,6 +95,7 @@ class Meter:
             placing.add_done_callback(lambda done: self._release_if_placed(done, ticket))
             raise
         if not placed:
+            await self._note_short(principal)
             assumed = "with its max_tokens" if capped else "with the model's longest answer"
             raise BudgetExceededError(
                 f"The account's available credits do not cover this request "
@@ -96,6 +103,27 @@ class Meter:
                 code="insufficient_credits",
             )
         return ticket
+
+    def out_of_credits(self, principal: Principal) -> bool:
+        """The caller's account had nothing left when a hold last failed, under
+        ``EMPTY_FOR`` seconds ago: a request can be refused before it is read (an account
+        given credits in this process is forgotten at once, :meth:`forget`)."""
+        until = self._empty.get(principal.account_id)
+        return until is not None and principal.metered and until > self._wall_clock()
+
+    def forget(self, account_id: str) -> None:
+        """The account's credits changed."""
+        self._empty.pop(account_id, None)
+
+    async def _note_short(self, principal: Principal) -> None:
+        """After a failed hold: is the account empty (not merely short of this hold)?"""
+        if self.out_of_credits(principal):
+            return
+        account = await self._store.get_account(principal.account_name)
+        if account is not None and account.available <= 0:
+            if len(self._empty) >= 10_000:
+                self._empty.clear()
+            self._empty[principal.account_id] = self._wall_clock() + EMPTY_FOR
 
     def _release_if_placed(self, done: asyncio.Future[bool], ticket: Ticket) -> None:
         if not done.cancelled() and done.exception() is None and done.result():

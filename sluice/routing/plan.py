@@ -11,7 +11,7 @@ Positions are named ``primary``, ``standby_a``, ``standby_b``, … ``standby_z``
 from __future__ import annotations
 
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -25,12 +25,22 @@ class Attempt(msgspec.Struct, frozen=True):
     position: str
     target: Target
     model: CatalogModel
+    fallback: bool = False
+    """From a model's configured ``fallbacks``, not named by the request or its route."""
 
 
 class Plan(msgspec.Struct, frozen=True):
     requested_model: str
     route_name: str | None
     attempts: tuple[Attempt, ...]
+
+    def within(self, allows: Callable[[str], bool]) -> Plan:
+        """Without the configured fallbacks to models ``allows`` refuses (a key's
+        allow-list binds every model a request may be served as)."""
+        kept = tuple(a for a in self.attempts if not a.fallback or allows(a.target.model_id))
+        if len(kept) == len(self.attempts):
+            return self
+        return msgspec.structs.replace(self, attempts=kept)
 
 
 def position_name(index: int) -> str:
@@ -100,6 +110,7 @@ class Planner:
                     param=f"models[{i}]",
                 )
             chain.append(RouteTargetConfig(extra))
+        named = len(chain)
         for target in list(chain):
             entry = self._catalog.get(target.model)
             assert entry is not None
@@ -107,12 +118,12 @@ class Planner:
         attempts: list[Attempt] = []
         seen: set[tuple[str, str | None]] = set()
         position = 0
-        for target in chain:
+        for i, target in enumerate(chain):
             key = (target.model, target.connection)
             if key in seen:
                 continue
             seen.add(key)
-            found = self._attempts(target, position_name(position))
+            found = self._attempts(target, position_name(position), fallback=i >= named)
             if found:
                 attempts.extend(found)
                 position += 1
@@ -124,7 +135,9 @@ class Planner:
             )
         return Plan(model, route.name if route is not None else None, tuple(attempts))
 
-    def _attempts(self, target: RouteTargetConfig, position: str) -> list[Attempt]:
+    def _attempts(
+        self, target: RouteTargetConfig, position: str, *, fallback: bool
+    ) -> list[Attempt]:
         entry = self._catalog.get(target.model)
         assert entry is not None
         out = []
@@ -133,7 +146,7 @@ class Planner:
                 continue
             native = _native(entry, conn)
             if native:
-                out.append(Attempt(position, Target(entry.id, native, conn), entry))
+                out.append(Attempt(position, Target(entry.id, native, conn), entry, fallback))
         return out
 
 

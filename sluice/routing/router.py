@@ -26,7 +26,7 @@ from sluice.providers.errors import error_for_status, malformed_response, retry_
 from sluice.providers.normalize import canonical_choices
 from sluice.providers.registry import AdapterRegistry
 from sluice.redaction import Redactor
-from sluice.routing.breaker import Breaker
+from sluice.routing.breaker import Breaker, State
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.policy import weighted_order
 from sluice.routing.upstream import UpstreamStream
@@ -150,11 +150,21 @@ class Router:
 
         return await self._run(plan, records, once, in_flight)
 
-    async def count_tokens(self, req: ChatRequest, plan: Plan) -> int | None:
-        """The serving provider's own count of the prompt (the plan's first target), if
-        it has a count endpoint and answers in time; None otherwise, and the caller
-        estimates. Not an attempt: not logged, not counted for the breaker."""
-        target = self.ordered(plan)[0].target
+    async def count_tokens(self, req: ChatRequest, plan: Plan) -> tuple[int, Target] | None:
+        """The serving provider's own count of the prompt, and the target that counted:
+        the plan's first target whose connection's circuit is closed, if its provider
+        has a count endpoint and answers in time; None otherwise, and the caller
+        estimates. Not an attempt: not counted for the breaker, and never sent to a
+        connection the breaker is holding off or probing."""
+        now = self._clock()
+        closed = (
+            a.target
+            for a in self.ordered(plan)
+            if self.breaker.state(a.target.connection.id, now) is State.CLOSED
+        )
+        target = next(closed, None)
+        if target is None:
+            return None
         conn = target.connection
         adapter = self._registry.adapter(conn.provider)
         upstream = adapter.count_request(req, target)
@@ -169,7 +179,7 @@ class Router:
                     body = await resp.read_body(self._error_body_bytes)
                 finally:
                     resp.close()
-            return adapter.parse_count(body) if resp.status < 300 else None
+            return (adapter.parse_count(body), target) if resp.status < 300 else None
         except (ApiError, TimeoutError):
             return None
 

@@ -44,7 +44,8 @@ from sluice.storage.base import Account, StoredConnection
 from sluice.wire.chat import ModelName
 
 if TYPE_CHECKING:
-    from sluice.server.app import Call, Gateway
+    from sluice.server.app import Gateway
+    from sluice.server.call import Call
 
 ADMIN_PREFIX = "/admin/"
 _CONNECTION_ID = re.compile(r"conn_[A-Za-z0-9_\-]{1,64}")
@@ -169,6 +170,7 @@ async def _accounts_and_keys(gw: Gateway, call: Call, parts: list[str], now: int
         case ["accounts", name, "credits"] if method == "POST":
             amount = _nano(decode_json(body, Credits).amount, "amount")
             account = await gw.store.add_credits(name, amount, now=now, note="admin api")
+            gw.services.meter.forget(account.id)
             await send_json(call, 200, await _account_shown(gw, account, now))
         case _:
             return False

@@ -13,7 +13,8 @@ from sluice.wire.bounds import DEFAULT_MAX_JSON_DEPTH
 from sluice.wire.errors import decode_body
 
 if TYPE_CHECKING:
-    from sluice.server.app import Call, Gateway
+    from sluice.server.app import Gateway
+    from sluice.server.call import Call
 
 _ENCODER = msgspec.json.Encoder()
 

@@ -16,7 +16,8 @@ from sluice.exchange.heads import JSON
 from sluice.server.admin import authorize
 
 if TYPE_CHECKING:
-    from sluice.server.app import Call, Gateway
+    from sluice.server.app import Gateway
+    from sluice.server.call import Call
 
 CONNECTIONS_PATH = "/admin/connections"
 _ENCODER = msgspec.json.Encoder()

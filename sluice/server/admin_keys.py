@@ -37,7 +37,8 @@ from sluice.server.pages import (
 from sluice.storage.base import KeyInfo
 
 if TYPE_CHECKING:
-    from sluice.server.app import Call, Gateway
+    from sluice.server.app import Gateway
+    from sluice.server.call import Call
 
 
 class Revoke(msgspec.Struct, forbid_unknown_fields=True):

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from typing import TypeVar
 
 import msgspec
 
 from sluice.accounts.vault import Vault
-from sluice.core.principal import Principal
 from sluice.errors import (
     ApiError,
     ConfigError,
@@ -25,7 +26,7 @@ from sluice.errors import (
     NotFoundError,
     ShuttingDownError,
 )
-from sluice.exchange.exchange import Exchange
+from sluice.exchange.admission import count_call
 from sluice.exchange.heads import error_headers
 from sluice.exchange.ports import ClientGoneError, FrontDoor, Headers
 from sluice.exchange.services import Services
@@ -38,14 +39,16 @@ from sluice.server import endpoints, request_list, spend_report
 from sluice.server.admin import ADMIN_PREFIX, admin
 from sluice.server.admin_connections import CONNECTIONS_PATH, connections
 from sluice.server.auth import Authenticator, credentials
+from sluice.server.call import Call, Endpoint
 from sluice.server.console import console_routes
 from sluice.server.cors import allowed_origin, cors_headers, is_preflight, preflight_headers
-from sluice.server.count_tokens import COUNT_TOKENS_PATH, count_tokens
+from sluice.server.count_tokens import COUNT_TOKENS_PATH, CountCache, count_tokens
+from sluice.server.doors import log_unread_refusal, serve_door
 from sluice.server.endpoints import REQUEST_LOG_PREFIX
 from sluice.server.generation import Generation
 from sluice.server.intake import Limits
-from sluice.server.live import LIVE_PATH, live_requests
-from sluice.server.logformat import AccessLine
+from sluice.server.live import LIVE_PATH, LiveFeeds, live_requests
+from sluice.server.logformat import AccessLine, RefusalLine, printable
 from sluice.server.message import Request, ResponseWriter
 from sluice.server.openapi import OPENAPI_PATH, openapi_document
 from sluice.server.reload import RELOAD_PATH, Reloaded, Reloader, reload_endpoint
@@ -58,58 +61,10 @@ from sluice.transport.http import HttpTransport
 from sluice.wire.errors import error_event, error_json
 
 _log = logging.getLogger("sluice.access")
+_T = TypeVar("_T")
+LARGE_BODY_BYTES = 1024 * 1024
+"""A request body past this is decoded off the event loop (:meth:`Gateway.decoded`)."""
 _errors = logging.getLogger("sluice.server")
-
-
-class Call:
-    """One request being served; ``exchange`` once a front door took it."""
-
-    __slots__ = (
-        "created",
-        "door",
-        "exchange",
-        "headers",
-        "principal",
-        "request",
-        "request_id",
-        "started",
-        "writer",
-    )
-
-    def __init__(
-        self,
-        request: Request,
-        writer: ResponseWriter,
-        request_id: str,
-        created: int,
-        started: float,
-    ) -> None:
-        self.request = request
-        self.writer = writer
-        self.request_id = request_id
-        self.created = created
-        self.started = started
-        self.principal: Principal | None = None
-        self.headers: Headers = [("x-request-id", request_id)]
-        self.exchange: Exchange | None = None
-        self.door: FrontDoor | None = None
-        """The front door whose wire shapes this call's errors (None: the chat wire's)."""
-
-
-Endpoint = Callable[["Gateway", Call], Awaitable[None]]
-
-
-async def serve_door(door: FrontDoor, gw: Gateway, call: Call) -> None:
-    """A front door's endpoint: decode, then the exchange runs the request."""
-    services = gw.services  # this request's, to its end, whatever a reload swaps in
-    req = door.decode(call.request.body, call.request.headers, services.max_json_depth)
-    call.request.body = b""  # decoded: the raw bytes need not live as long as the request
-    assert call.principal is not None
-    incoming = call.request.headers  # a client's traceparent, when tracing is on
-    exchange = call.exchange = Exchange(services, door, call.writer, call.headers, incoming)
-    await exchange.run(
-        req, call.principal, request_id=call.request_id, created=call.created, started=call.started
-    )
 
 
 class Gateway:
@@ -144,6 +99,9 @@ class Gateway:
             clock=clock,
             wall_clock=wall_clock,
         )
+        self.feeds = LiveFeeds(clock, wall_clock)
+        self._decoding = ThreadPoolExecutor(1, thread_name_prefix="sluice-decode")
+        self.counts = CountCache(clock)
         messages = MessagesDoor()
         self._openapi = msgspec.json.encode(openapi_document())
         # path -> method -> (endpoint, needs a key); matched on the raw path only
@@ -218,10 +176,12 @@ class Gateway:
     async def close(self) -> None:
         services = self.services  # the parts below are every generation's
         await services.tasks.close()  # drains settle with what they read so far
+        services.refusals.close()  # the counts still waiting to be written
         await self.transport.close()
         await services.limiter.close()
         await services.log.close()
         await services.telemetry.close()  # the spans still queued are exported
+        self._decoding.shutdown(wait=False, cancel_futures=True)
 
     def _endpoints(self, path: str) -> dict[str, tuple[Endpoint, bool]] | None:
         methods = self._routes.get(path)
@@ -230,6 +190,17 @@ class Gateway:
         if methods is None and path.startswith(ADMIN_PREFIX):
             return self._admin
         return methods
+
+    async def decoded(self, decode: Callable[[], _T], body: bytes | bytearray) -> _T:
+        """``decode()`` of a request body: on the event loop when it is small, else on
+        the one decoding thread (large bodies one at a time, in order). The decoder
+        holds the interpreter's lock while it builds objects, so a thread frees the loop
+        only between its steps (the bounds scan, a door's translation); what bounds each
+        step is the number of values a body may hold (wire/bounds.py)."""
+        if len(body) <= LARGE_BODY_BYTES:
+            return decode()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._decoding, decode)
 
     async def check_upstream_url(self, url: str) -> None:
         """Where an account's own connection may point (docs/security.md): checked when
@@ -248,12 +219,18 @@ class Gateway:
         an allowed browser origin."""
         err = connection_error(status, message)
         request_id = self.new_id("req")
+        path = target.partition(b"?")[0].decode("latin-1")
+        self.services.metrics.request(path if path in self._routes else "other", status, [])
+        if _log.isEnabledFor(logging.INFO):
+            shown = printable(path)
+            line = RefusalLine(request_id, shown, status)
+            _log.info("%s - %s %d", request_id, shown or "-", status, extra={"access": line})
         headers = [("x-request-id", request_id)]
         seen = {} if origin is None else {"origin": origin.decode("latin-1")}
         allowed = allowed_origin(self.settings.server.cors_origins, seen)
         if allowed is not None:
             headers += cors_headers(allowed)
-        door = self._doors.get(target.partition(b"?")[0].decode("latin-1"))
+        door = self._doors.get(path)
         if door is None:
             return error_headers(err, headers), error_json(err)
         if door.request_id_header is not None:
@@ -282,9 +259,11 @@ class Gateway:
                 key_header = None if door is None else door.key_header
                 presented = credentials(request.headers, key_header)
                 call.principal = await self.auth.authenticate(presented)
+                await count_call(self.services, call.principal, call.headers)
             await endpoint(self, call)
         except ApiError as err:
             status = err.http_status
+            log_unread_refusal(self.services, call, err, self.clock() - call.started)
             await self._fail(call, err)
         except (ClientGoneError, asyncio.CancelledError):
             status = 499

@@ -16,6 +16,7 @@ import msgspec
 from sluice import __version__
 from sluice.accounts.vault import Vault
 from sluice.exchange.metrics import Metrics
+from sluice.exchange.refusals import RefusalLog
 from sluice.exchange.services import Services
 from sluice.exchange.tasks import Tasks
 from sluice.exchange.telemetry import build_telemetry
@@ -80,6 +81,7 @@ class _Lasting:
         self.limiter = _limiter(settings, clock)
         self.metrics = Metrics(self.breaker, clock, frozenset())
         self.tasks = Tasks(clock, metering.hold_ttl)
+        self.refusals = RefusalLog(self.log, clock)
         self.telemetry = build_telemetry(settings.telemetry, span_exporter)
 
 
@@ -118,6 +120,7 @@ def _generation(lasting: _Lasting, settings: Settings) -> Generation:
         guardrails=guardrails,
         metrics=lasting.metrics.relabelled(frozenset(c.id for c in settings.connections)),
         tasks=lasting.tasks,
+        refusals=lasting.refusals,
         clock=clock,
         keepalive_interval=server.sse_keepalive_interval,
         max_json_depth=server.max_json_depth,

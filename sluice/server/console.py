@@ -12,7 +12,8 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sluice.server.app import Call, Endpoint, Gateway
+    from sluice.server.app import Gateway
+    from sluice.server.call import Call, Endpoint
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "

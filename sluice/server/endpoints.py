@@ -16,7 +16,8 @@ from sluice.server.responses import PROMETHEUS
 from sluice.wire.chunks import ModelList
 
 if TYPE_CHECKING:
-    from sluice.server.app import Call, Gateway
+    from sluice.server.app import Gateway
+    from sluice.server.call import Call
 
 REQUEST_LOG_PREFIX = "/v1/requests/"
 _REQUEST_ID = re.compile(r"req_[0-9A-Za-z]{1,64}")

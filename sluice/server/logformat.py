@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sluice.routing.router import AttemptRecord
-    from sluice.server.app import Call
+    from sluice.server.call import Call
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
@@ -57,6 +57,34 @@ class AccessLine:
         }
 
 
+def printable(text: str, limit: int = 256) -> str:
+    """``text`` as a log line may carry it: control characters escaped, at most
+    ``limit`` characters (a refused request's target is whatever the client sent)."""
+    if text.isprintable() and len(text) <= limit:
+        return text
+    shown = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text[:limit])
+    return shown + ("…" if len(text) > limit else "")
+
+
+class RefusalLine:
+    """The access-log fields of a request the HTTP layer refused before any handler
+    (malformed, too large, too slow): its method may never have been read."""
+
+    __slots__ = ("_path", "_request_id", "_status")
+
+    def __init__(self, request_id: str, path: str, status: int) -> None:
+        self._request_id, self._path, self._status = request_id, path, status
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "request_id": self._request_id,
+            "method": None,
+            "path": self._path,
+            "status": self._status,
+            "key_prefix": None,
+        }
+
+
 def _attempt(attempt: AttemptRecord) -> dict[str, object]:
     return {"route": attempt.position, "connection": attempt.connection, "outcome": attempt.outcome}
 
@@ -72,7 +100,7 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         access = getattr(record, "access", None)
-        if isinstance(access, AccessLine):
+        if isinstance(access, AccessLine | RefusalLine):
             doc |= access.fields()
         if record.exc_info:
             doc["exception"] = self.formatException(record.exc_info)

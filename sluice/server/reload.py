@@ -28,7 +28,8 @@ from sluice.server.generation import Generation
 from sluice.settings import Settings, build_settings
 
 if TYPE_CHECKING:
-    from sluice.server.app import Call, Gateway
+    from sluice.server.app import Gateway
+    from sluice.server.call import Call
 
 _log = logging.getLogger("sluice.server")
 
@@ -113,6 +114,8 @@ def effective(running: Settings, new: Settings) -> tuple[Settings, tuple[str, ..
             max_json_depth=server.max_json_depth,
             shutdown_grace=server.shutdown_grace,
             cors_origins=server.cors_origins,
+            live_feeds_per_key=server.live_feeds_per_key,
+            live_feeds_per_account=server.live_feeds_per_account,
         ),
         limits=msgspec.structs.replace(
             running.limits,

@@ -37,7 +37,8 @@ from sluice.server.pages import (
 from sluice.storage.base import REQUEST_STATUSES, RequestFilters, RequestRecord
 
 if TYPE_CHECKING:
-    from sluice.server.app import Call, Gateway
+    from sluice.server.app import Gateway
+    from sluice.server.call import Call
 
 LIST_PATH = "/v1/requests"
 ADMIN_LIST_PATH = "/admin/requests"

@@ -40,7 +40,8 @@ from sluice.storage.spend import (
 )
 
 if TYPE_CHECKING:
-    from sluice.server.app import Call, Gateway
+    from sluice.server.app import Gateway
+    from sluice.server.call import Call
 
 SPEND_PATH = "/v1/spend"
 ADMIN_SPEND_PATH = "/admin/spend"

@@ -163,6 +163,9 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     repairs: list[dict[str, Any]] = []
     """What the gateway changed in what the upstream sent: a dropped choice, a renumbered
     tool call (``{kind, choice, upstream_index, index}``)."""
+    coalesced: int = 0
+    """A refusal before any upstream call: how many more refusals of the same key, status
+    and code this row stands for (answered in its window without rows of their own)."""
 
 
 KeyChange = Callable[[str | None, KeyPolicy], tuple[str | None, KeyPolicy]]

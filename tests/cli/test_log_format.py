@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from sluice.server.logformat import JsonFormatter
 from tests.support.fake_upstream import FakeUpstream, Reply
 from tests.support.gateway import UPSTREAM_KEY, openai_connection_toml, running_gateway
-from tests.support.raw_http import exchange
+from tests.support.raw_http import RawClient, exchange
 from tests.support.raw_http import post as raw_post
 
 CANARY_PROMPT = "canary-prompt-7f3a9c"
@@ -162,3 +163,32 @@ async def test_an_upstream_error_answer_is_logged_with_its_status_and_type(
     ]
     assert all(CANARY_KEY not in line and CANARY_PROMPT not in line for line in lines)
     assert all(UPSTREAM_KEY not in line for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Length: x\r\n\r\n", 400),
+        (b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n", 431),
+        (b"GET /health HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501),
+    ],
+    ids=["400-framing", "431", "501"],
+)
+async def test_a_request_the_http_layer_refuses_gets_an_access_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, request_bytes: bytes, status: int
+) -> None:
+    """Found by a newcomer's pass: HTTP-layer refusals (400 framing, 431, 501) left no
+    access-log line."""
+    caplog.set_level(logging.INFO, "sluice.access")
+    async with running_gateway(tmp_path) as gw:
+        client = await RawClient.connect(gw.host, gw.port)
+        await client.send(request_bytes)
+        answer = await client.read_response()
+        await client.close()
+    assert answer.status == status
+    request_id = answer.headers["x-request-id"]
+    (line,) = [r for r in caplog.records if r.name == "sluice.access"]
+    assert line.getMessage().startswith(f"{request_id} - ")
+    assert line.getMessage().endswith(f" {status}")
+    fields = JsonFormatter().format(line)
+    assert json.loads(fields)["status"] == status

@@ -260,3 +260,53 @@ async def test_concurrent_patches_and_rotations_lose_nothing(tmp_path: Path) -> 
     # too late to find the old prefix, or found it but another rotation came first
     assert refused <= {(404, "key_not_found"), (409, "key_changed")}
     assert works is not None and works.status != 401  # the secret that was answered works
+
+
+def fallback_config(primary: FakeUpstream, backup: FakeUpstream) -> str:
+    return f"""
+[[connections]]
+id = "conn_a"
+provider = "openai-compatible"
+base_url = "{primary.base_url}"
+api_key_env = "FAKE_UPSTREAM_KEY"
+
+[[connections]]
+id = "conn_b"
+provider = "openai-compatible"
+base_url = "{backup.base_url}"
+api_key_env = "FAKE_UPSTREAM_KEY"
+
+[[models]]
+id = "acme/fast"
+providers = {{ conn_a = "fast" }}
+fallbacks = ["backup/small"]
+
+[[models]]
+id = "backup/small"
+providers = {{ conn_b = "small" }}
+"""
+
+
+async def test_a_fallback_the_key_may_not_use_is_skipped(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    """Found by an attacker's pass: a key allowed `acme/*` was served `backup/small`
+    through a configured fallback."""
+    backup = FakeUpstream()
+    await backup.start()
+    try:
+        backup.default = Reply.stream(*text_stream("from backup"))
+        fake.default = Reply.json({"error": {"message": "down"}}, status=500)
+        body = json.loads(chat("acme/fast"))
+        body["stream"] = True
+        streamed = json.dumps(body).encode()
+        async with running_gateway(tmp_path, fallback_config(fake, backup), env=ENV) as gw:
+            scoped = (await new_key(gw, models=["acme/*"]))["key"]
+            anyone = (await new_key(gw))["key"]
+            refused = await ask(gw, scoped, streamed)
+            backups = len(backup.requests)
+            served = await ask(gw, anyone, streamed)
+    finally:
+        await backup.close()
+    assert refused.status == 502 and backups == 0
+    assert served.status == 200 and b"from backup" in served.body

@@ -6,10 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from sluice.accounts.keys import key_digest, key_prefix, new_key
+from sluice.core.principal import KeyPolicy
+from sluice.exchange.tasks import Tasks
+from sluice.server.live import MAX_ROWS, LiveFeeds
+from sluice.storage.base import RequestRecord
 from tests.server.test_admin import ADMIN, ENV
 from tests.support.accounts import metered_key
 from tests.support.fake_openai import chunk
@@ -198,3 +205,79 @@ async def test_head_answers_the_head_and_the_connection_goes_on(tmp_path: Path) 
         await client.close()
     assert status == 200 and headers["content-type"].startswith("text/event-stream")
     assert after.status == 200 and after.json() == {"status": "ok"}
+
+
+async def test_feeds_per_key_and_per_account_are_capped_and_given_back(tmp_path: Path) -> None:
+    """Found by an attacker's pass: a key limited to 1 request a minute opened 300 feeds."""
+    config = "[server]\nport = 0\nlive_feeds_per_key = 2\nlive_feeds_per_account = 3\n"
+    async with running_gateway(tmp_path, config) as gw:
+        store = gw.gateway.store
+        key = await metered_key(store, "team", 10**9)
+        account = (await store.get_account("team")).id  # type: ignore[union-attr]
+        second = new_key(os.urandom(32))
+        await store.add_key(
+            "key_team2",
+            account_id=account,
+            key_digest=key_digest(second),
+            prefix=key_prefix(second),
+            name=None,
+            now=1,
+        )
+        feeds = [await Feed.open(gw.host, gw.port, key) for _ in range(2)]
+        over_key = await exchange(gw.host, gw.port, get("/v1/requests/live", key))
+        third = await Feed.open(gw.host, gw.port, second)
+        over_account = await exchange(gw.host, gw.port, get("/v1/requests/live", second))
+        await feeds[0].client.close()
+        await asyncio.sleep(0.1)  # the gateway sees the feed go
+        again = await Feed.open(gw.host, gw.port, key)
+        for feed in (feeds[1], third, again):
+            await feed.client.close()
+    for refused in (over_key, over_account):
+        assert refused.status == 429
+        assert refused.json()["error"]["code"] == "too_many_live_feeds"
+
+
+async def test_opening_a_feed_counts_against_the_keys_request_limit(tmp_path: Path) -> None:
+    async with running_gateway(tmp_path, SERVER) as gw:
+        key = await metered_key(gw.gateway.store, "team", 10**9, KeyPolicy(rpm=1))
+        feed = await Feed.open(gw.host, gw.port, key)
+        refused = await exchange(gw.host, gw.port, get("/v1/requests/live", key))
+        await feed.client.close()
+    assert refused.status == 429 and refused.json()["error"]["code"] == "rate_limit_exceeded"
+    assert refused.headers["x-ratelimit-remaining-requests"] == "0"
+
+
+class CountingTasks(Tasks):
+    """Tasks that count the request-log rows built for feeds."""
+
+    def __init__(self) -> None:
+        super().__init__(time.monotonic, 60.0)
+        self.built = 0
+
+    def add(self, account: str, n: int) -> None:
+        for i in range(n):
+            request_id = f"req_{account}_{i}"
+            self.running(request_id, account, partial(self._row, request_id, account))
+
+    def _row(self, request_id: str, account: str) -> RequestRecord:
+        self.built += 1
+        return RequestRecord(id=request_id, account_id=account, key_id="k", created_at=1)
+
+
+def test_a_feed_costs_its_own_accounts_rows_once_per_tick() -> None:
+    """Found by an attacker's pass: every event of every feed built the row of every
+    request in flight for every account, then kept the caller's."""
+    tasks = CountingTasks()
+    tasks.add("acct_busy", 300)
+    tasks.add("acct_small", 3)
+    now = [100.0]
+    feeds = LiveFeeds(lambda: now[0], lambda: 1_700_000_000.0)
+    with feeds.opened("key_a", "acct_small", (4, 16)), feeds.opened("key_b", "acct_small", (4, 16)):
+        shared = [feeds.snapshot(tasks, "acct_small") for _ in range(50)]  # 50 feeds, one tick
+        assert tasks.built == 3 and len(shared[0].ids) == 3
+        now[0] += 1.0  # the next tick
+        feeds.snapshot(tasks, "acct_small")
+        assert tasks.built == 6
+    with feeds.opened("key_c", None, (4, 16)):  # the admin key: every account's, bounded
+        everything = feeds.snapshot(tasks, None)
+    assert len(everything.ids) == MAX_ROWS and everything.truncated

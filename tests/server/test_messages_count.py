@@ -20,7 +20,7 @@ from tests.server.test_anthropic_gateway import config as anthropic_toml
 from tests.support.accounts import metered_key
 from tests.support.fake_upstream import FakeUpstream, Reply
 from tests.support.gateway import openai_connection_toml, running_gateway
-from tests.support.raw_http import exchange, post
+from tests.support.raw_http import exchange, get, post
 
 PROMPT: dict[str, Any] = {
     "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
@@ -86,3 +86,81 @@ async def test_the_model_is_checked_like_a_requests(tmp_path: Path, fake: FakeUp
     assert missing.value.status_code == 404
     assert refused.status == 403
     assert refused.json()["error"]["type"] == "permission_error"
+
+
+def count_body(text: str = "How many tokens is this?") -> bytes:
+    return json.dumps(
+        {"model": "test/claude", "messages": [{"role": "user", "content": text}]}
+    ).encode()
+
+
+async def count(gw: RunningGateway, key: str, body: bytes) -> Any:
+    headers = f"x-api-key: {key}\r\n"
+    return await exchange(
+        gw.host, gw.port, post("/v1/messages/count_tokens", body, None, extra=headers)
+    )
+
+
+async def test_counting_counts_against_the_keys_request_limit(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    """Found by an attacker's pass: a $0 tenant limited to 1 request a minute made 500
+    upstream calls in 0.3 s through count_tokens."""
+    fake.default = Reply.json({"input_tokens": 7})
+    async with running_gateway(tmp_path, anthropic_toml(fake)) as gw:
+        key = await metered_key(gw.gateway.store, "team", 0, KeyPolicy(rpm=2))
+        answers = [await count(gw, key, count_body(f"text {i}")) for i in range(5)]
+    assert [a.status for a in answers] == [200, 200, 429, 429, 429]
+    assert answers[2].json()["error"]["type"] == "rate_limit_error"
+    assert len(fake.requests) == 2
+
+
+async def test_the_same_prompt_is_counted_once(tmp_path: Path, fake: FakeUpstream) -> None:
+    fake.default = Reply.json({"input_tokens": 7})
+    async with running_gateway(tmp_path, anthropic_toml(fake)) as gw:
+        key = await metered_key(gw.gateway.store, "team", 10**9)
+        again = [await count(gw, key, count_body()) for _ in range(3)]
+        other = await count(gw, key, count_body("something else"))
+    assert [a.json() for a in again] == [{"input_tokens": 7, "source": "provider"}] * 3
+    assert other.status == 200 and len(fake.requests) == 2
+
+
+async def test_a_connection_the_breaker_holds_off_is_not_asked_to_count(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    """Found by an attacker's pass: counts went to the provider past an open breaker."""
+    config = "[routing]\nbreaker_failures = 1\n" + anthropic_toml(fake)
+    message = json.dumps(
+        {"model": "test/claude", "max_tokens": 5, "messages": [{"role": "user", "content": "a"}]}
+    ).encode()
+    async with running_gateway(tmp_path, config) as gw:
+        key = await metered_key(gw.gateway.store, "team", 10**9)
+        fake.queue(Reply.json({"type": "error", "error": {"type": "api_error"}}, 500))
+        failed = await exchange(
+            gw.host, gw.port, post("/v1/messages", message, None, extra=f"x-api-key: {key}\r\n")
+        )
+        counted = await count(gw, key, count_body())
+    assert failed.status >= 500
+    assert counted.status == 200 and counted.json()["source"] == "estimate"
+    assert [r.path for r in fake.requests] == ["/v1/messages"]  # no count was asked for
+
+
+async def test_every_count_gets_a_request_log_row(tmp_path: Path, fake: FakeUpstream) -> None:
+    fake.queue(Reply.json({"input_tokens": 1234}))
+    async with running_gateway(tmp_path, anthropic_toml(fake)) as gw:
+        key = await metered_key(gw.gateway.store, "team", 10**9)
+        answer = await count(gw, key, count_body())
+        request_id = answer.headers["x-request-id"]
+        row = await exchange(gw.host, gw.port, get(f"/v1/requests/{request_id}", key))
+    assert row.status == 200, row.body
+    logged = row.json()
+    assert (logged["front_door"], logged["status"], logged["prompt_tokens"]) == (
+        "count_tokens",
+        "complete",
+        1234,
+    )
+    assert (logged["provider"], logged["connection"], logged["usage_estimated"]) == (
+        "anthropic",
+        "conn_claude",
+        False,
+    )

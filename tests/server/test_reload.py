@@ -163,7 +163,7 @@ async def test_limits_guardrails_and_prices_change_on_the_next_request(
         old_price = (await models(gw))["test/gpt-fake"]["pricing"]
         first = await chat(gw, "forbidden words")
         dearer = config.replace("input = 2.0, output = 8.0", "input = 20.0, output = 80.0")
-        limits = "\n[limits]\nkey = { requests = 2, window = 60 }\n"
+        limits = "\n[limits]\nkey = { requests = 3, window = 60 }\n"  # models, 2 chats
         await rewrite(path, dearer + limits + KEYWORDS)
         answer = await reload(gw)
         new_price = (await models(gw))["test/gpt-fake"]["pricing"]
@@ -176,7 +176,7 @@ async def test_limits_guardrails_and_prices_change_on_the_next_request(
     assert answer.json()["guardrails"] == ["no-forbidden"]
     assert old_price["input"] == 2.0 and new_price["input"] == 20.0
     assert blocked.status == 400 and blocked.json()["error"]["code"] == "guardrail_blocked"
-    assert priced.status == 200 and priced.headers["x-ratelimit-limit-requests"] == "2"
+    assert priced.status == 200 and priced.headers["x-ratelimit-limit-requests"] == "3"
     tokens = TokenUsage(prompt_tokens=1000, completion_tokens=500)
     assert usage_cost(first) == cost_pico(tokens, Price.per_million(2.0, 8.0)) / 1e12
     assert usage_cost(priced) == cost_pico(tokens, Price.per_million(20.0, 80.0)) / 1e12

@@ -12,6 +12,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.gateway import UPSTREAM_KEY
+
 BANNER = re.compile(rb"listening on http://([\d.]+):(\d+)")
 
 
@@ -69,7 +71,13 @@ async def gateway_process(
     home: Path, config: str, *, env: dict[str, str] | None = None, log_level: str = "WARNING"
 ) -> AsyncIterator[GatewayProcess]:
     path = write_config(home, config)
-    environ = {**os.environ, "SLUICE_HOME": str(home), "PYTHONUNBUFFERED": "1", **(env or {})}
+    environ = {
+        **os.environ,
+        "SLUICE_HOME": str(home),
+        "PYTHONUNBUFFERED": "1",
+        "FAKE_UPSTREAM_KEY": UPSTREAM_KEY,
+        **(env or {}),
+    }
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

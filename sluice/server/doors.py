@@ -1,0 +1,69 @@
+"""The front doors' endpoints: a request refused before it is read, or decoded and handed
+to an exchange; and the request-log row of a door's call refused before an exchange took
+it (coalesced with the refusals like it, :mod:`sluice.exchange.refusals`)."""
+
+from __future__ import annotations
+
+from functools import partial
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from sluice.errors import ApiError, BudgetExceededError
+from sluice.exchange.exchange import Exchange
+from sluice.exchange.ports import FrontDoor
+from sluice.exchange.record import refusal_record
+from sluice.exchange.refusals import REFUSAL_STATUSES
+from sluice.exchange.services import Services
+from sluice.server.call import Call
+from sluice.server.count_tokens import COUNT_TOKENS_PATH
+
+if TYPE_CHECKING:
+    from sluice.server.app import Gateway
+
+LOGGED = MappingProxyType(
+    {"/v1/chat/completions": "chat", "/v1/messages": "messages", COUNT_TOKENS_PATH: "count_tokens"}
+)
+"""Paths whose requests get request-log rows, and the front door each row names."""
+
+
+async def serve_door(door: FrontDoor, gw: Gateway, call: Call) -> None:
+    """A front door's endpoint: decode, then the exchange runs the request. The call was
+    counted against its request limit when it arrived; an account found empty is
+    refused before its body is decoded."""
+    services = gw.services  # this request's, to its end, whatever a reload swaps in
+    assert call.principal is not None
+    if services.meter.out_of_credits(call.principal):
+        raise BudgetExceededError(
+            "The account has no credits left; add credits to make requests.",
+            code="insufficient_credits",
+        )
+    body, headers = call.request.body, call.request.headers
+    req = await gw.decoded(partial(door.decode, body, headers, services.max_json_depth), body)
+    call.request.body = b""  # decoded: the raw bytes need not live as long as the request
+    incoming = call.request.headers  # a client's traceparent, when tracing is on
+    exchange = call.exchange = Exchange(
+        services, door, call.writer, call.headers, incoming, counted=True
+    )
+    await exchange.run(
+        req, call.principal, request_id=call.request_id, created=call.created, started=call.started
+    )
+
+
+def log_unread_refusal(services: Services, call: Call, err: ApiError, duration: float) -> None:
+    """A door's call refused before an exchange took it (past its request limit, out of
+    credits): its row in the request log, coalesced with others like it."""
+    front_door = LOGGED.get(call.request.path)
+    if front_door is None or call.exchange is not None or call.principal is None:
+        return
+    if err.http_status not in REFUSAL_STATUSES:
+        return  # a body that does not decode is the client's bug, not a refusal
+    services.metrics.refusal(err.type)
+    record = refusal_record(
+        request_id=call.request_id,
+        principal=call.principal,
+        created=call.created,
+        duration=duration,
+        front_door=front_door,
+        err=err,
+    )
+    services.refusals.log(record)
