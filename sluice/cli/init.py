@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 
 from sluice.cli.admin import config_option, home_option
-from sluice.cli.state import load_settings
+from sluice.cli.state import storage_of
 from sluice.errors import ConfigError, NoDatabaseError
-from sluice.settings import Settings, home_storage_url
+from sluice.settings import home_storage_url
 from sluice.storage.factory import open_existing_store, open_store, storage_place
 
 
@@ -21,11 +21,11 @@ def init_command(config_path: Path | None, home: str | None) -> None:
     """Create the database (SQLite in the home, or the [storage] url of --config) and
     apply its migrations; the only command besides `serve` that creates one."""
     try:
-        settings = load_settings(config_path, home)
-        created, version = asyncio.run(_init(settings))
+        url, place_home = storage_of(config_path, home)  # no provider key need be set
+        created, version = asyncio.run(_init(url, place_home))
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    place = storage_place(settings.storage_url)
+    place = storage_place(url)
     if created:
         click.echo(f"created the Sluice database at {place} (schema version {version})")
     else:
@@ -33,15 +33,15 @@ def init_command(config_path: Path | None, home: str | None) -> None:
     click.echo("`sluice serve` and the other commands use it with the same --home or --config.")
 
 
-async def _init(settings: Settings) -> tuple[bool, int]:
+async def _init(url: str, home: Path) -> tuple[bool, int]:
     """Whether the database was created, and its schema version now."""
     try:
-        store = await open_existing_store(settings.storage_url)
+        store = await open_existing_store(url)
         created = False
     except NoDatabaseError:
-        if settings.storage_url == home_storage_url(settings.home):
-            settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)  # as `serve` makes it
-        store = await open_store(settings.storage_url)
+        if url == home_storage_url(home):
+            await asyncio.to_thread(home.mkdir, parents=True, exist_ok=True, mode=0o700)
+        store = await open_store(url)
         created = True
     try:
         return created, await store.schema_version()

@@ -19,11 +19,12 @@ from sluice.server.lifecycle import RunningGateway, free_traffic, start_gateway,
 from sluice.server.logformat import log_formatter
 from sluice.server.reload import SettingsSource
 from sluice.settings import Settings
+from sluice.storage.factory import storage_place
 
 
 def _banner(running: RunningGateway, settings: Settings) -> str:
     lines = [f"Sluice gateway listening on {running.base_url}"]
-    lines.append(f"  storage:     {settings.storage_url}")
+    lines.append(f"  storage:     {storage_place(settings.storage_url)}")  # no password
     lines.append(f"  console:     {running.base_url}/")
     admin_env = settings.server.admin_key_env
     if settings.admin_key is None:

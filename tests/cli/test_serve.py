@@ -179,3 +179,14 @@ def test_debug_logs_sluice_only_not_the_libraries_that_log_credentials() -> None
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False", "False", "True"]
+
+
+async def test_the_banner_never_shows_the_storage_password(tmp_path: Path) -> None:
+    config = tmp_path / "sluice.toml"
+    async with fresh_postgres() as dsn:
+        with_password = dsn.replace("postgresql://postgres@", "postgresql://postgres:hunter2-x@")
+        assert with_password != dsn  # trust auth: the password is not checked, only shown
+        config.write_text(f'[storage]\nurl = "{with_password}"\n')
+        banner = await asyncio.to_thread(banner_of, tmp_path, "--config", str(config))
+    assert "hunter2-x" not in banner
+    assert "storage:     postgresql://postgres:***@" in banner
