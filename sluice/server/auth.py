@@ -45,6 +45,8 @@ class Authenticator:
         self._wall_clock = wall_clock
         self._ttl = ttl
         self._cache: dict[str, tuple[Principal, float]] = {}
+        self._generation = 0
+        """Bumped by :meth:`forget`."""
 
     async def authenticate(self, header: str | None) -> Principal:
         if not header:
@@ -60,6 +62,7 @@ class Authenticator:
         if cached is not None and cached[1] > now:
             principal = cached[0]
         else:
+            generation = self._generation
             found = await self._store.find_principal(digest)
             if found is None:
                 self._cache.pop(digest, None)
@@ -67,7 +70,8 @@ class Authenticator:
             principal = found
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
-            self._cache[digest] = (principal, now + self._ttl)
+            if generation == self._generation:  # not forgotten while it was looked up
+                self._cache[digest] = (principal, now + self._ttl)
         if principal.is_dev and not self._dev_key_enabled:
             raise AuthenticationError("Invalid API key.")
         if principal.policy.expired(self._wall_clock()):
@@ -75,5 +79,8 @@ class Authenticator:
         return principal
 
     def forget(self) -> None:
-        """Drop every cached key (after a revocation, so it takes effect here at once)."""
+        """Drop every cached key (after a revocation, so it takes effect here at once);
+        a lookup in flight then answers its request but caches nothing (what it read
+        may be from before the revocation)."""
         self._cache.clear()
+        self._generation += 1
