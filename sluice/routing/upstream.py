@@ -10,7 +10,9 @@ the upstream connection.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 import msgspec
 
@@ -21,6 +23,11 @@ from sluice.routing.plan import Attempt
 from sluice.transport.http import UpstreamResponse
 from sluice.wire.chunks import Choice
 
+TURN_BYTES: Final = 32 * 1024
+"""A read this big gives the event loop's other work its turn before it is translated: a
+read returns at once while the upstream's bytes wait buffered, so a stream with a fast
+upstream would otherwise translate read after read while every other stream (and
+``/health``) waits. A stream of small events never reads this much at once."""
 Scrub = Callable[[ApiError], ApiError]
 Sink = Callable[[ChunkBatch], Awaitable[None]]
 
@@ -64,6 +71,8 @@ class UpstreamStream:
         if self.ended:
             return None
         data = await self._resp.read_chunk()
+        if len(data) >= TURN_BYTES:  # more is likely waiting: the other streams' turn first
+            await asyncio.sleep(0)
         if data:
             return translator.feed(data)
         self.ended = True

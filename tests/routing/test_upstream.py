@@ -268,3 +268,27 @@ async def test_close_closes_the_upstream() -> None:
     await stream.open(stall=7.5)
     stream.close()
     assert (resp.closed, resp.released) == (True, False)
+
+
+@pytest.mark.parametrize(("piece", "yields"), [(4000, True), (10, False)], ids=["big", "small"])
+async def test_a_big_read_gives_the_loops_other_work_its_turn(piece: int, yields: bool) -> None:
+    """A read that returns at once with a lot (a fast upstream's buffered bytes) lets the
+    other tasks run before it is translated; small reads go straight on."""
+    data = chunk(content="x" * piece) * 16  # 64 KB of events, or a few hundred bytes
+    stream, _ = stream_over([ROLE, HI, data, DONE])
+    await stream.open(60.0)
+    turns = 0
+
+    async def other_work() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.ensure_future(other_work())
+    await asyncio.sleep(0)  # it has started
+    before = turns
+    batch = await stream.next_batch()
+    other.cancel()
+    assert batch is not None and len(batch) == 16
+    assert (turns > before) is yields
