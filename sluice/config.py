@@ -319,6 +319,10 @@ class LimitsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     keys: dict[str, LimitSpec] = {}
     account: LimitSpec | None = None
     accounts: dict[str, LimitSpec] = {}
+    refused_burst: Annotated[float, msgspec.Meta(ge=1)] = 20.0
+    """Refusals a key may meet at once at full speed (docs/api.md#rate-limits) ..."""
+    refused_per_second: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    """... and a second, in the long run; past them each is held up to a second."""
 
 
 class TelemetryConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -9,7 +9,7 @@ import sqlite3
 
 import asyncpg
 
-from bench.resilience.harness import Context, Row, gateway
+from bench.resilience.harness import Context, Gateway, Row, gateway
 from bench.resilience.money import postgres_database
 from bench.resilience.protocol_exchange import Answer, call, chat_body, send
 from bench.resilience.protocol_support import ADMIN_KEY, ENV, fake_upstream, few, table_row
@@ -49,6 +49,11 @@ async def _fingerprint(url: str) -> dict[str, int]:
     return dict(zip(_COLUMNS, (int(v) for v in values), strict=True))
 
 
+async def _key(gw: Gateway) -> str:
+    made = await call(gw, "POST", "/admin/accounts/victim/keys", ADMIN_KEY, b'{"name":"k"}')
+    return str((made.json() or {})["key"])
+
+
 async def _sql_injection(ctx: Context, backend: str, url: str) -> Row:
     fake = await fake_upstream()
     config = f'[storage]\nurl = "{url}"\n' + openai_connection_toml(fake.base_url)
@@ -65,9 +70,12 @@ async def _sql_injection(ctx: Context, backend: str, url: str) -> Row:
             request_id = first.headers.get("x-request-id", "req_missing")
             await call(gw, "GET", f"/v1/requests/{request_id}", key)
             await asyncio.sleep(0.3)
+            minted = 3 * len(payloads)  # the chat probes' keys, made before the fingerprint
+            keys = [await _key(gw) for _ in range(minted)]
             before = await _fingerprint(url)
             for payload in payloads:
-                for probe in probes(payload, key, request_id):
+                chat_keys = (keys.pop(), keys.pop(), keys.pop())
+                for probe in probes(payload, key, request_id, chat_keys):
                     results.append(
                         (probe, await send(gw.host, gw.port, probe.head, probe.body, wait=20))
                     )

@@ -281,12 +281,29 @@ def chat_bodies() -> list[Body]:
             forwarded=forwards(lambda d: len(d["messages"]) == 10_000),
         ),
         Body(
-            "10,000 content parts",
+            "2,000 content parts (the most a message may hold)",
+            "POST",
+            path,
+            part("content", json.dumps([{"type": "text", "text": "x"}] * 2_000).encode()),
+            refuse=False,
+            forwarded=forwards(lambda d: len(d["messages"][0]["content"]) == 2_000),
+        ),
+    ]
+    out += [
+        Body(
+            "10,000 content parts (past the 2,000 a message may hold)",
             "POST",
             path,
             part("content", json.dumps([{"type": "text", "text": "x"}] * 10_000).encode()),
-            refuse=False,
-            forwarded=forwards(lambda d: len(d["messages"][0]["content"]) == 10_000),
+            status=400,
+            param="messages[0].content",
+        ),
+        Body(
+            "100,001 JSON values (past the bound, before decoding)",
+            "POST",
+            path,
+            part("content", json.dumps([{"type": "text", "text": "x"}] * 50_000).encode()),
+            status=400,
         ),
     ]
     return out

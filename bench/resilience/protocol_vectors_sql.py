@@ -68,7 +68,10 @@ def _in_path(payload: str) -> str:
     return quote(payload, safe="!$&'()*+,;=:@\"<>[]^`{|}\\-._~")
 
 
-def probes(payload: str, key: str, request_id: str) -> list[Probe]:
+def probes(payload: str, key: str, request_id: str, chat_keys: tuple[str, str, str]) -> list[Probe]:
+    """``chat_keys``: a key of the account for each chat probe, so that each refusal
+    opens a request-log row of its own (refusals of one key, status and code share
+    one: sluice.exchange.refusals)."""
     seg = _in_path(payload)
     admin = ADMIN_KEY
     body = json.dumps
@@ -110,7 +113,8 @@ def probes(payload: str, key: str, request_id: str) -> list[Probe]:
             payload=payload,
         ),
     ]
-    for chat_field, value in (("model", payload), ("models", [payload]), ("user", payload)):
+    chats = (("model", payload), ("models", [payload]), ("user", payload))
+    for (chat_field, value), chat_key in zip(chats, chat_keys, strict=True):
         doc: dict[str, Any] = {
             "model": "no/such-model",
             "messages": [{"role": "user", "content": payload}],
@@ -120,7 +124,7 @@ def probes(payload: str, key: str, request_id: str) -> list[Probe]:
         out.append(
             Probe(
                 f"chat {chat_field}: <p>",
-                request_head("POST", "/v1/chat/completions", key, len(raw)),
+                request_head("POST", "/v1/chat/completions", chat_key, len(raw)),
                 raw,
                 payload=payload,
                 # a model name with control characters or longer than the wire model

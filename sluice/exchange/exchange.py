@@ -28,7 +28,7 @@ from sluice.exchange.completion import complete
 from sluice.exchange.heads import error_headers
 from sluice.exchange.ports import ClientGoneError, ClientStream, FrontDoor, Headers
 from sluice.exchange.record import request_record
-from sluice.exchange.refusals import REFUSAL_STATUSES
+from sluice.exchange.refusals import REFUSAL_STATUSES, held
 from sluice.exchange.services import Services
 from sluice.exchange.state import ExchangeState
 from sluice.exchange.streaming import stream
@@ -136,6 +136,8 @@ class Exchange:
             status = err.http_status
             if state.error is None:
                 state.error = err
+            if not state.attempts and status in REFUSAL_STATUSES:
+                await held(self.services, state.principal, err)
             await self._fail(err)
         except (ClientGoneError, asyncio.CancelledError):
             status = self._interrupted(state) if self.writer.interrupted else 499
@@ -233,7 +235,7 @@ class Exchange:
             front_door=self.door.name,
         )
         if not state.attempts and state.error is not None and status in REFUSAL_STATUSES:
-            services.refusals.log(self.record)
+            services.repeats.log(self.record)
         else:
             services.log.log(self.record)
         services.metrics.ran(self.record)  # here, not when the response ends: a drain settles later

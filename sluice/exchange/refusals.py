@@ -1,23 +1,30 @@
-"""Refusals before any upstream call, coalesced in the request log.
+"""Requests that cost their client nothing and can be repeated as fast as it likes:
+refusals before any upstream call, and token counts answered from the cache. Each is
+counted in the metrics; in the request log they are coalesced (:class:`RepeatLog`), and
+a key that keeps being refused is answered more slowly (:class:`Tarpit`).
 
-A request refused before it reached an upstream (past its rate limit, out of credits,
-a model it may not use or that does not exist) costs its caller nothing, so a client
-can send them as fast as it likes. Each one is counted in the metrics; in the request
-log, the first refusal of a key with a given status and code opens a window
-(``window`` seconds) and gets a row; the refusals like it in that window do not get
-rows of their own but are counted on that row (``coalesced``), which is written again
-at most once per ``rewrite_every`` seconds. One client hammering a closed door writes
-one row a minute, not thousands a second.
+The first refusal of a key with a given status and code (the first cached count of a key
+and model) opens a window (``window`` seconds) and gets a row; the repeats in that
+window do not get rows of their own but are counted on that row (``coalesced``), which
+is written again at most once per ``rewrite_every`` seconds. One client hammering a
+closed door writes one row a minute, not thousands a second.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from sluice.core.principal import Principal
+from sluice.errors import ApiError
 from sluice.storage.base import RequestRecord
 from sluice.storage.writer import WriteBehind
 
+if TYPE_CHECKING:
+    from sluice.exchange.services import Services
+
+MIB = 1024 * 1024
 REFUSAL_STATUSES = frozenset((402, 403, 404, 429))
 """What a request refused before its upstream can answer (a guardrail's block is not
 one: it is logged whole, as it is the record of a decision about its content)."""
@@ -32,7 +39,11 @@ class _Window:
         self.rewrite: asyncio.TimerHandle | None = None
 
 
-class RefusalLog:
+Repeat = tuple[str, int, str | None]
+"""What makes two rows repeats of each other: the key, the status and the code."""
+
+
+class RepeatLog:
     """Owned by the gateway (shared by every configuration a reload swaps in)."""
 
     def __init__(
@@ -49,12 +60,14 @@ class RefusalLog:
         self._window = window
         self._rewrite_every = rewrite_every
         self._most = most_windows
-        self._open: dict[tuple[str, int, str | None], _Window] = {}
+        self._open: dict[Repeat, _Window] = {}
 
-    def log(self, record: RequestRecord) -> None:
-        """Log the refusal ``record`` (a row, or one more on its window's row)."""
+    def log(self, record: RequestRecord, ident: Repeat | None = None) -> None:
+        """Log ``record`` (a row, or one more on its window's row); ``ident``: what it
+        repeats, its key, status and error code unless given."""
         now = self._clock()
-        ident = (record.key_id, record.http_status, record.error_code)
+        if ident is None:
+            ident = (record.key_id, record.http_status, record.error_code)
         open_ = self._open.get(ident)
         if open_ is not None and open_.ends > now:
             open_.row.coalesced += 1
@@ -86,3 +99,60 @@ class RefusalLog:
                 window.rewrite.cancel()
                 self._rewrite(window)
         self._open.clear()
+
+
+class Tarpit:
+    """Keys that keep being refused are answered more slowly.
+
+    A refusal is cheap, but not free: a client ignoring ``Retry-After`` on a few
+    keep-alive connections can send thousands a second and take the event loop from
+    every other tenant. Each key may be refused ``burst`` times at once and
+    ``per_second`` times a second as fast as the gateway can answer; past that, each of
+    its refusals is held for ``hold`` seconds (or its ``Retry-After``, if shorter)
+    before it is sent. Holding costs a timer: the connection is busy meanwhile, so a
+    proxy pooling connections sends other clients' requests on others, and the
+    client's next request on it waits.
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        *,
+        burst: float = 20.0,
+        per_second: float = 10.0,
+        hold: float = 1.0,
+        most_keys: int = 10_000,
+    ) -> None:
+        self._clock = clock
+        self._burst = burst
+        self._rate = per_second
+        self._hold = hold
+        self._most = most_keys
+        self._room: dict[str, tuple[float, float]] = {}
+        """Key id -> (refusals it may have at once, when that was worked out)."""
+
+    def hold(self, key_id: str, retry_after: float | None, body_bytes: int = 0) -> float:
+        """Seconds to hold this refusal of ``key_id`` before sending it (0: none). A
+        refusal counts one, and one more per MiB of body the gateway read to refuse it."""
+        now = self._clock()
+        room, then = self._room.get(key_id, (self._burst, now))
+        room = min(self._burst, room + (now - then) * self._rate)
+        if len(self._room) >= self._most and key_id not in self._room:
+            self._room.clear()
+        weight = 1.0 + body_bytes / MIB
+        if room >= weight:
+            self._room[key_id] = (room - weight, now)
+            return 0.0
+        self._room[key_id] = (max(room - weight, -self._burst), now)
+        if retry_after is not None and retry_after > 0:
+            return min(retry_after, self._hold)
+        return self._hold
+
+
+async def held(
+    services: Services, principal: Principal, err: ApiError, body_bytes: int = 0
+) -> None:
+    """Hold a refusal of ``principal``'s key as long as the tarpit says."""
+    delay = services.tarpit.hold(principal.key_id, err.retry_after, body_bytes)
+    if delay:
+        await asyncio.sleep(delay)

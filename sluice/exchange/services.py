@@ -9,7 +9,7 @@ from collections.abc import Callable
 from sluice.config import LimitsConfig, LimitSpec
 from sluice.core.principal import Allowance, Principal
 from sluice.exchange.metrics import Metrics
-from sluice.exchange.refusals import RefusalLog
+from sluice.exchange.refusals import RepeatLog, Tarpit
 from sluice.exchange.tasks import Tasks
 from sluice.exchange.telemetry import NO_TELEMETRY, Telemetry
 from sluice.exchange.tenants import Tenants
@@ -32,8 +32,9 @@ class Services:
         "max_json_depth",
         "meter",
         "metrics",
-        "refusals",
+        "repeats",
         "router",
+        "tarpit",
         "tasks",
         "telemetry",
         "tenants",
@@ -51,7 +52,8 @@ class Services:
         guardrails: Guardrails,
         metrics: Metrics,
         tasks: Tasks,
-        refusals: RefusalLog,
+        repeats: RepeatLog,
+        tarpit: Tarpit,
         clock: Callable[[], float],
         keepalive_interval: float,
         max_json_depth: int,
@@ -66,8 +68,10 @@ class Services:
         self.guardrails = guardrails
         self.metrics = metrics
         self.tasks = tasks
-        self.refusals = refusals
+        self.repeats = repeats
         """Where a refusal before any upstream call is logged (coalesced per key)."""
+        self.tarpit = tarpit
+        """How long a refusal of a key that keeps being refused is held."""
         self.clock = clock
         self.keepalive_interval = keepalive_interval
         self.max_json_depth = max_json_depth

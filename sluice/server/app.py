@@ -29,6 +29,7 @@ from sluice.errors import (
 from sluice.exchange.admission import count_call
 from sluice.exchange.heads import error_headers
 from sluice.exchange.ports import ClientGoneError, FrontDoor, Headers
+from sluice.exchange.refusals import REFUSAL_STATUSES, held
 from sluice.exchange.services import Services
 from sluice.exchange.tenants import Tenants
 from sluice.frontdoors.chat import ChatCompletionsDoor
@@ -51,6 +52,7 @@ from sluice.server.live import LIVE_PATH, LiveFeeds, live_requests
 from sluice.server.logformat import AccessLine, RefusalLine, printable
 from sluice.server.message import Request, ResponseWriter
 from sluice.server.openapi import OPENAPI_PATH, openapi_document
+from sluice.server.pacing import Pacer
 from sluice.server.reload import RELOAD_PATH, Reloaded, Reloader, reload_endpoint
 from sluice.server.responses import connection_error
 from sluice.settings import Settings
@@ -62,6 +64,9 @@ from sluice.wire.errors import error_event, error_json
 
 _log = logging.getLogger("sluice.access")
 _T = TypeVar("_T")
+_QUICK = frozenset(
+    ("/v1/models", request_list.LIST_PATH, spend_report.SPEND_PATH, COUNT_TOKENS_PATH)
+)
 LARGE_BODY_BYTES = 1024 * 1024
 """A request body past this is decoded off the event loop (:meth:`Gateway.decoded`)."""
 _errors = logging.getLogger("sluice.server")
@@ -102,6 +107,7 @@ class Gateway:
         self.feeds = LiveFeeds(clock, wall_clock)
         self._decoding = ThreadPoolExecutor(1, thread_name_prefix="sluice-decode")
         self.counts = CountCache(clock)
+        self.pacer = Pacer(clock)
         messages = MessagesDoor()
         self._openapi = msgspec.json.encode(openapi_document())
         # path -> method -> (endpoint, needs a key); matched on the raw path only
@@ -176,7 +182,7 @@ class Gateway:
     async def close(self) -> None:
         services = self.services  # the parts below are every generation's
         await services.tasks.close()  # drains settle with what they read so far
-        services.refusals.close()  # the counts still waiting to be written
+        services.repeats.close()  # the counts still waiting to be written
         await self.transport.close()
         await services.limiter.close()
         await services.log.close()
@@ -254,16 +260,12 @@ class Gateway:
                 return
             if origin is not None:
                 call.headers.extend(cors_headers(origin))
-            endpoint, needs_key = self._endpoint(request)
-            if needs_key:
-                key_header = None if door is None else door.key_header
-                presented = credentials(request.headers, key_header)
-                call.principal = await self.auth.authenticate(presented)
-                await count_call(self.services, call.principal, call.headers)
-            await endpoint(self, call)
+            await self._serve(call, *self._endpoint(request))
         except ApiError as err:
             status = err.http_status
             log_unread_refusal(self.services, call, err, self.clock() - call.started)
+            if call.principal is not None and self._held(status, request.received):
+                await held(self.services, call.principal, err, request.received)
             await self._fail(call, err)
         except (ClientGoneError, asyncio.CancelledError):
             status = 499
@@ -293,6 +295,31 @@ class Gateway:
                     "".join(f" {a.position}:{a.connection}:{a.outcome}" for a in attempts),
                     extra={"access": line},
                 )
+
+    async def _serve(self, call: Call, endpoint: Endpoint, needs_key: bool) -> None:
+        """Who asks (the call counted against its request limits), then the endpoint; a
+        key's quick calls paced to its share of the loop (:mod:`.pacing`)."""
+        if needs_key:
+            key_header = None if call.door is None else call.door.key_header
+            presented = credentials(call.request.headers, key_header)
+            principal = call.principal = await self.auth.authenticate(presented)
+            await count_call(self.services, principal, call.headers)
+            if self._quick(call.request.path):
+                async with self.pacer.paced(principal.key_id):
+                    await endpoint(self, call)
+                return
+        await endpoint(self, call)
+
+    @staticmethod
+    def _held(status: int, body_bytes: int) -> bool:
+        """May the tarpit hold this answer to a key's request (:mod:`sluice.exchange.
+        refusals`)? A refusal; or a large body that does not decode, which cost the
+        gateway its reading and scanning (a small one is as cheap as any answer)."""
+        return status in REFUSAL_STATUSES or (status == 400 and body_bytes > LARGE_BODY_BYTES)
+
+    def _quick(self, path: str) -> bool:
+        """A key's call that is all work, paced (:mod:`.pacing`)."""
+        return path in _QUICK or path.startswith(REQUEST_LOG_PREFIX)
 
     def _endpoint(self, request: Request) -> tuple[Endpoint, bool]:
         methods = self._endpoints(request.path)

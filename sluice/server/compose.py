@@ -16,7 +16,7 @@ import msgspec
 from sluice import __version__
 from sluice.accounts.vault import Vault
 from sluice.exchange.metrics import Metrics
-from sluice.exchange.refusals import RefusalLog
+from sluice.exchange.refusals import RepeatLog, Tarpit
 from sluice.exchange.services import Services
 from sluice.exchange.tasks import Tasks
 from sluice.exchange.telemetry import build_telemetry
@@ -81,7 +81,11 @@ class _Lasting:
         self.limiter = _limiter(settings, clock)
         self.metrics = Metrics(self.breaker, clock, frozenset())
         self.tasks = Tasks(clock, metering.hold_ttl)
-        self.refusals = RefusalLog(self.log, clock)
+        self.repeats = RepeatLog(self.log, clock)
+        limits = settings.limits
+        self.tarpit = Tarpit(
+            clock, burst=limits.refused_burst, per_second=limits.refused_per_second
+        )
         self.telemetry = build_telemetry(settings.telemetry, span_exporter)
 
 
@@ -120,7 +124,8 @@ def _generation(lasting: _Lasting, settings: Settings) -> Generation:
         guardrails=guardrails,
         metrics=lasting.metrics.relabelled(frozenset(c.id for c in settings.connections)),
         tasks=lasting.tasks,
-        refusals=lasting.refusals,
+        repeats=lasting.repeats,
+        tarpit=lasting.tarpit,
         clock=clock,
         keepalive_interval=server.sse_keepalive_interval,
         max_json_depth=server.max_json_depth,

@@ -6,10 +6,12 @@ is cooling down (the circuit breaker), the gateway's estimate (``"estimate"``, t
 a credit hold starts from).
 
 Counting is free but not unbounded: each call counts against the key's request limit
-(as every call does), a provider's count of the same body for the same account and
-model is kept for :data:`KEEP_FOR` seconds and answered again without a call, and every
-count gets a request-log row (``front_door: "count_tokens"``, ``prompt_tokens`` the
-count, ``usage_estimated`` when it is the gateway's).
+(as every call does), a count of the same body by the same key is kept for
+:data:`KEEP_FOR` seconds and answered again without decoding it, and a count gets a
+request-log row (``front_door: "count_tokens"``, ``prompt_tokens`` the
+count, ``usage_estimated`` when it is the gateway's) when a provider was asked; the
+counts answered from the cache or estimated, which cost nothing, one a minute per key
+and model, counting the others (``coalesced``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from sluice.core.connection import Target
+from sluice.core.principal import Principal
 from sluice.core.tokens import estimate_prompt_tokens
 from sluice.errors import PermissionDeniedError
 from sluice.exchange.heads import JSON
@@ -40,37 +43,61 @@ KEEP_FOR: Final = 300.0
 _MOST: Final = 10_000
 _ENCODER = msgspec.json.Encoder()
 
-CountKey = tuple[str, str, bytes]
-"""(account id, model asked for, digest of the body)."""
+CountKey = tuple[str, tuple[str, ...] | None, bytes]
+"""(key id, the models it may use, digest of the body): a key whose allow-list changes
+is not answered from what it could count before."""
+
+
+class Counted(msgspec.Struct, frozen=True):
+    """One count, as answered: the model asked for, and the target whose provider
+    counted (None: the gateway's estimate)."""
+
+    tokens: int
+    model: str
+    target: Target | None
 
 
 class CountCache:
-    """Providers' counts, kept briefly; owned by the gateway."""
+    """Counts, kept briefly; owned by the gateway."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
-        self._counts: dict[CountKey, tuple[int, Target, float]] = {}
+        self._counts: dict[CountKey, tuple[Counted, float]] = {}
 
-    def get(self, key: CountKey) -> tuple[int, Target] | None:
+    def get(self, key: CountKey) -> Counted | None:
         found = self._counts.get(key)
-        if found is None or found[2] <= self._clock():
+        if found is None or found[1] <= self._clock():
             return None
-        return found[0], found[1]
+        return found[0]
 
-    def put(self, key: CountKey, counted: tuple[int, Target]) -> None:
+    def put(self, key: CountKey, counted: Counted) -> None:
         if len(self._counts) >= _MOST:
             now = self._clock()
-            self._counts = {k: v for k, v in self._counts.items() if v[2] > now}
+            self._counts = {k: v for k, v in self._counts.items() if v[1] > now}
             if len(self._counts) >= _MOST:
                 self._counts.clear()
-        self._counts[key] = (*counted, self._clock() + KEEP_FOR)
+        self._counts[key] = (counted, self._clock() + KEEP_FOR)
 
 
 async def count_tokens(gw: Gateway, call: Call) -> None:
     principal = call.principal
     assert principal is not None
-    services = gw.services
     body = call.request.body
+    key = (principal.key_id, principal.policy.models, hashlib.sha256(body).digest())
+    counted = gw.counts.get(key)  # the same body again: not even decoded
+    if counted is None:
+        counted = await _count(gw, principal, body)
+        gw.counts.put(key, counted)
+        fresh = counted.target is not None
+    else:
+        fresh = False
+    answer = CountTokens(counted.tokens, "estimate" if counted.target is None else "provider")
+    _log(gw, call, counted, fresh)
+    await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(answer))
+
+
+async def _count(gw: Gateway, principal: Principal, body: bytes | bytearray) -> Counted:
+    services = gw.services
     req = await gw.decoded(partial(decode_count_request, body, services.max_json_depth), body)
     if not principal.policy.allows(req.model):
         raise PermissionDeniedError(
@@ -80,31 +107,35 @@ async def count_tokens(gw: Gateway, call: Call) -> None:
         )
     view = await services.tenants.view(principal.account_id)
     plan = view.planner.plan(req.model, ()).within(principal.policy.allows)  # 404: not its
-    key = (principal.account_id, req.model, hashlib.sha256(body).digest())
-    counted = gw.counts.get(key)
-    if counted is None:
-        counted = await services.router.count_tokens(req, plan)
-        if counted is not None:
-            gw.counts.put(key, counted)
+    found = await services.router.count_tokens(req, plan)
+    if found is None:
+        return Counted(estimate_prompt_tokens(req), req.model, None)
+    return Counted(found[0], req.model, found[1])
+
+
+def _log(gw: Gateway, call: Call, counted: Counted, fresh: bool) -> None:
+    """The count's row: whole when a provider was asked; else (an estimate, or the
+    cache's answer, free to repeat) one a minute per key and model, counting the others."""
+    principal, target = call.principal, counted.target
+    assert principal is not None
     row = RequestRecord(
         id=call.request_id,
         account_id=principal.account_id,
         key_id=principal.key_id,
         created_at=call.created,
         front_door="count_tokens",
-        requested_model=bounded(req.model),
+        requested_model=bounded(counted.model),
         status="complete",
         http_status=200,
+        prompt_tokens=counted.tokens,
+        usage_estimated=target is None,
+        duration_ms=round((gw.clock() - call.started) * 1000, 3),
     )
-    if counted is None:
-        answer = CountTokens(estimate_prompt_tokens(req), "estimate")
-        row.usage_estimated = True
-    else:
-        answer = CountTokens(counted[0], "provider")
-        target = counted[1]
+    if target is not None:
         row.served_model, row.provider = target.model_id, target.connection.provider
         row.connection = target.connection.id
-    row.prompt_tokens = answer.input_tokens
-    row.duration_ms = round((gw.clock() - call.started) * 1000, 3)
-    services.log.log(row)
-    await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(answer))
+    if fresh:
+        gw.services.log.log(row)
+    else:
+        ident = (principal.key_id, 200, f"count_tokens:{counted.model}")
+        gw.services.repeats.log(row, ident)

@@ -66,4 +66,4 @@ def log_unread_refusal(services: Services, call: Call, err: ApiError, duration: 
         front_door=front_door,
         err=err,
     )
-    services.refusals.log(record)
+    services.repeats.log(record)

@@ -199,22 +199,22 @@ ENDPOINTS: Final = (
              key=_MESSAGES_KEY, errors=_RUN, messages_wire=True, example=_chat_example),
     Endpoint(path="/v1/messages/count_tokens", method="post", summary="Input tokens of a "
              "Messages prompt", body=CountTokensRequest, answer=CountTokens, key=_MESSAGES_KEY,
-             errors=(400, 401, 403, 404, 413), messages_wire=True, example=_count_example),
+             errors=(400, 401, 403, 404, 413, 429), messages_wire=True, example=_count_example),
     Endpoint(path="/v1/models", method="get", summary="The models and routes this key may "
-             "ask for", answer=ModelList),
+             "ask for", answer=ModelList, errors=(401, 429)),
     Endpoint(path="/v1/requests", method="get", summary="This account's request log, newest "
              "first (a page)", answer=RequestPage, text=_EXPORTS, params=_REQUEST_PARAMS,
-             errors=(400, 401)),
+             errors=(400, 401, 429)),
     Endpoint(path="/v1/requests/live", method="get", summary="The requests in flight: an "
              "`event: requests` per interval until the client leaves (the admin key: every "
              "account's)", stream=live_events, key=("apiKey", "adminKey"), params=_LIVE,
-             errors=(400, 401)),
+             errors=(400, 401, 429)),
     Endpoint(path="/v1/requests/{id}", method="get", summary="One request of this account "
              "(still running: its row so far)", answer=RequestRecord, params=(_ID,),
-             errors=(401, 404)),
+             errors=(401, 404, 429)),
     Endpoint(path="/v1/spend", method="get", summary="This account's spend, grouped by key, "
              "model, provider or day", answer=SpendReport, text=_EXPORTS, params=_SPEND_PARAMS,
-             errors=(400, 401)),
+             errors=(400, 401, 429)),
     Endpoint(path="/health/live", method="get", summary="The process answers", answer=Health,
              key=(), errors=()),
     Endpoint(path="/health/ready", method="get", summary="Storage and the rate limiter answer "

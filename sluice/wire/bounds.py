@@ -61,6 +61,8 @@ def json_bounds_problem(
     """
     if _structure(body) < max_values and _brackets_at_most(body, max_depth):
         return None
+    if body.count(b'"') - body.count(b'\\"') > 4 * max_values:
+        return "values"  # more strings than the values allow (escaped quotes taken out)
     outside = _outside_strings(body, max_values)
     if outside is None:
         return "values"

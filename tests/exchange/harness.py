@@ -18,7 +18,7 @@ from sluice.core.principal import Principal
 from sluice.exchange.exchange import Exchange
 from sluice.exchange.metrics import Metrics
 from sluice.exchange.ports import ClientGoneError, Headers
-from sluice.exchange.refusals import RefusalLog
+from sluice.exchange.refusals import RepeatLog, Tarpit
 from sluice.exchange.services import Services
 from sluice.exchange.tasks import Tasks
 from sluice.exchange.tenants import Tenants
@@ -194,7 +194,8 @@ async def harness(
             guardrails=Guardrails(guardrails, transport),
             metrics=Metrics(router.breaker, clock, frozenset(c.id for c in connections)),
             tasks=Tasks(clock, hold_ttl=3600),
-            refusals=RefusalLog(log, clock),
+            repeats=RepeatLog(log, clock),
+            tarpit=Tarpit(clock),
             clock=clock,
             keepalive_interval=0.0,
             max_json_depth=64,

@@ -4,6 +4,7 @@ in the answer, the model checked like a request's."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from sluice.core.principal import KeyPolicy
 from sluice.core.tokens import estimate_prompt_tokens
 from sluice.frontdoors.messages.decode import decode_count_request
 from sluice.server.lifecycle import RunningGateway
+from tests.server.test_admin import ADMIN, ENV
 from tests.server.test_anthropic_gateway import config as anthropic_toml
 from tests.support.accounts import metered_key
 from tests.support.fake_upstream import FakeUpstream, Reply
@@ -164,3 +166,21 @@ async def test_every_count_gets_a_request_log_row(tmp_path: Path, fake: FakeUpst
         "conn_claude",
         False,
     )
+
+
+async def test_counts_that_cost_nothing_share_a_row(tmp_path: Path, fake: FakeUpstream) -> None:
+    """A count answered from the cache (or estimated) is free to repeat: like a refusal,
+    one row a minute per key and model counts them."""
+    fake.default = Reply.json({"input_tokens": 7})
+    async with running_gateway(tmp_path, anthropic_toml(fake), env=ENV) as gw:
+        key = await metered_key(gw.gateway.store, "team", 10**9)
+        answers = [await count(gw, key, count_body()) for _ in range(6)]
+        await asyncio.sleep(1.3)  # the window's row is written again with its count
+        await gw.gateway.writer.flush()
+        listing = await exchange(gw.host, gw.port, get("/admin/requests?account=team", ADMIN))
+    assert {a.status for a in answers} == {200} and len(fake.requests) == 1
+    rows = sorted(listing.json()["data"], key=lambda r: r["coalesced"])
+    assert [(r["front_door"], r["coalesced"]) for r in rows] == [
+        ("count_tokens", 0),  # the provider's count
+        ("count_tokens", 4),  # the first answer from the cache, and 4 more
+    ]

@@ -58,12 +58,16 @@ CHECKS = [
     response_schema_conformance,
 ]
 FAST_DEMO = """
+[limits]
+refused_burst = 1000000
+
 [[connections]]
 id = "conn_demo"
 provider = "demo"
 options = { first_token_ms = 0, token_ms = 0 }
 """
-"""The demo's answers without its pace, so a case takes milliseconds."""
+"""The demo's answers without its pace, so a case takes milliseconds; and no tarpit: one
+key is refused thousands of times on purpose (docs/api.md#rate-limits)."""
 KEYS = {(e.path, e.method.upper()): e.key for e in ENDPOINTS}
 SPARE = "spare"
 """The account made for the operations that change or delete what they name."""
