@@ -200,10 +200,12 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Bytes the gateway buffers for one client that is not reading; beyond it the
     stream waits (and stops reading its upstream) until the client reads or is cut
     after ``client_write_timeout``."""
-    client_socket_buffer_bytes: Annotated[int, msgspec.Meta(ge=0)] = 0
+    client_socket_buffer_bytes: Annotated[int, msgspec.Meta(ge=0)] = 256 * 1024
     """``SO_SNDBUF`` of each client connection, bounding what the kernel holds for a
-    client that stops reading; 0 keeps the kernel's autotuning (better throughput on
-    long, fast links). Below 64 KiB it slows even a client that reads."""
+    client that stops reading (and what the gateway translates for it before its stream
+    waits); 0 keeps the kernel's autotuning (up to 4 MiB a connection on Linux: better
+    throughput for large whole answers on long, fast links). Token streams need far
+    less; below 64 KiB it slows even a client that reads."""
     upstream_socket_buffer_bytes: Annotated[int, msgspec.Meta(ge=0)] = 0
     """``SO_RCVBUF`` of each upstream connection, bounding what the kernel holds from an
     upstream whose client stopped reading; 0 keeps the kernel's autotuning."""

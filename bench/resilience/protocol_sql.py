@@ -50,7 +50,9 @@ async def _fingerprint(url: str) -> dict[str, int]:
 
 
 async def _key(gw: Gateway) -> str:
-    made = await call(gw, "POST", "/admin/accounts/victim/keys", ADMIN_KEY, b'{"name":"k"}')
+    """A key of the account the chat probes use (not the victim's: its key listing reads
+    back the names the payloads gave keys)."""
+    made = await call(gw, "POST", "/admin/accounts/chatter/keys", ADMIN_KEY, b'{"name":"k"}')
     return str((made.json() or {})["key"])
 
 
@@ -70,6 +72,9 @@ async def _sql_injection(ctx: Context, backend: str, url: str) -> Row:
             request_id = first.headers.get("x-request-id", "req_missing")
             await call(gw, "GET", f"/v1/requests/{request_id}", key)
             await asyncio.sleep(0.3)
+            await call(
+                gw, "POST", "/admin/accounts", ADMIN_KEY, b'{"name":"chatter","credits":"5"}'
+            )
             minted = 3 * len(payloads)  # the chat probes' keys, made before the fingerprint
             keys = [await _key(gw) for _ in range(minted)]
             before = await _fingerprint(url)
@@ -85,7 +90,8 @@ async def _sql_injection(ctx: Context, backend: str, url: str) -> Row:
             mangled = 0
             for probe, answer in logged:
                 rid = answer.headers.get("x-request-id", "")
-                back = await call(gw, "GET", f"/v1/requests/{rid}", key)
+                reader = str(probe.extra.get("key", key))  # the row's account's key
+                back = await call(gw, "GET", f"/v1/requests/{rid}", reader)
                 record = back.json() if back.status == 200 else None
                 if record is None:
                     lost += 1

@@ -69,9 +69,9 @@ def _in_path(payload: str) -> str:
 
 
 def probes(payload: str, key: str, request_id: str, chat_keys: tuple[str, str, str]) -> list[Probe]:
-    """``chat_keys``: a key of the account for each chat probe, so that each refusal
-    opens a request-log row of its own (refusals of one key, status and code share
-    one: sluice.exchange.refusals)."""
+    """``chat_keys``: a key of its own for each chat probe, so that each refusal opens a
+    request-log row of its own (refusals of one key, status and code share one:
+    sluice.exchange.refusals)."""
     seg = _in_path(payload)
     admin = ADMIN_KEY
     body = json.dumps
@@ -131,7 +131,7 @@ def probes(payload: str, key: str, request_id: str, chat_keys: tuple[str, str, s
                 # allows (sluice.wire.chat.ModelName) is refused as invalid, unlogged
                 request_logged=chat_field == "user"
                 or (not _CONTROL.search(payload) and len(payload) <= _MODEL_NAME_MAX),
-                extra={"field": chat_field},
+                extra={"field": chat_field, "key": chat_key},
             )
         )
     admin_calls: list[tuple[str, str, str, bytes, dict[str, Any]]] = [

@@ -24,7 +24,9 @@ from sluice.storage.writer import WriteBehind
 if TYPE_CHECKING:
     from sluice.exchange.services import Services
 
-MIB = 1024 * 1024
+BODY_WEIGHT_BYTES = 256 * 1024
+"""A refusal weighs one, and one more per this many bytes of body the gateway read (and
+scanned) to refuse it: about what answering a small refusal costs."""
 REFUSAL_STATUSES = frozenset((402, 403, 404, 429))
 """What a request refused before its upstream can answer (a guardrail's block is not
 one: it is logged whole, as it is the record of a decision about its content)."""
@@ -131,15 +133,22 @@ class Tarpit:
         self._room: dict[str, tuple[float, float]] = {}
         """Key id -> (refusals it may have at once, when that was worked out)."""
 
-    def hold(self, key_id: str, retry_after: float | None, body_bytes: int = 0) -> float:
-        """Seconds to hold this refusal of ``key_id`` before sending it (0: none). A
-        refusal counts one, and one more per MiB of body the gateway read to refuse it."""
+    def holding(self, key_id: str) -> bool:
+        """``key_id``'s next refusal would be held: it is past its burst and rate."""
+        return self._now_room(key_id)[0] < 1.0
+
+    def _now_room(self, key_id: str) -> tuple[float, float]:
         now = self._clock()
         room, then = self._room.get(key_id, (self._burst, now))
-        room = min(self._burst, room + (now - then) * self._rate)
+        return min(self._burst, room + (now - then) * self._rate), now
+
+    def hold(self, key_id: str, retry_after: float | None, body_bytes: int = 0) -> float:
+        """Seconds to hold this refusal of ``key_id`` before sending it (0: none). A
+        refusal counts one, and one more per :data:`BODY_WEIGHT_BYTES` of body read."""
+        room, now = self._now_room(key_id)
         if len(self._room) >= self._most and key_id not in self._room:
             self._room.clear()
-        weight = 1.0 + body_bytes / MIB
+        weight = 1.0 + body_bytes / BODY_WEIGHT_BYTES
         if room >= weight:
             self._room[key_id] = (room - weight, now)
             return 0.0

@@ -47,7 +47,7 @@ from sluice.server.count_tokens import COUNT_TOKENS_PATH, CountCache, count_toke
 from sluice.server.doors import log_unread_refusal, serve_door
 from sluice.server.endpoints import REQUEST_LOG_PREFIX
 from sluice.server.generation import Generation
-from sluice.server.intake import Limits
+from sluice.server.intake import Intake, Limits
 from sluice.server.live import LIVE_PATH, LiveFeeds, live_requests
 from sluice.server.logformat import AccessLine, RefusalLine, printable
 from sluice.server.message import Request, ResponseWriter
@@ -64,11 +64,10 @@ from sluice.wire.errors import error_event, error_json
 
 _log = logging.getLogger("sluice.access")
 _T = TypeVar("_T")
+_METERED = frozenset(("/v1/chat/completions", "/v1/messages"))
 _QUICK = frozenset(
     ("/v1/models", request_list.LIST_PATH, spend_report.SPEND_PATH, COUNT_TOKENS_PATH)
 )
-LARGE_BODY_BYTES = 1024 * 1024
-"""A request body past this is decoded off the event loop (:meth:`Gateway.decoded`)."""
 _errors = logging.getLogger("sluice.server")
 
 
@@ -203,10 +202,32 @@ class Gateway:
         holds the interpreter's lock while it builds objects, so a thread frees the loop
         only between its steps (the bounds scan, a door's translation); what bounds each
         step is the number of values a body may hold (wire/bounds.py)."""
-        if len(body) <= LARGE_BODY_BYTES:
+        if len(body) <= Intake.LARGE_BODY_BYTES:
             return decode()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._decoding, decode)
+
+    def head_refusal(
+        self, target: bytes, headers: list[tuple[bytes, bytes]]
+    ) -> tuple[int, str] | None:
+        """A large (or chunked) body's request refused on its head, before any of the
+        body is read: when its key, known from the cache alone, is past what the tarpit
+        lets through (429), or, on a door, its account was found empty (402). Whatever
+        this lets in is checked again in full once it is read."""
+        path = target.partition(b"?")[0].decode("latin-1")
+        door = self._doors.get(path)
+        fields = {n.decode("latin-1").lower(): v.decode("latin-1") for n, v in headers}
+        presented = credentials(fields, None if door is None else door.key_header)
+        principal = self.auth.cached(presented)
+        if principal is None:
+            return None
+        services = self.services
+        if services.tarpit.holding(principal.key_id):
+            services.tarpit.hold(principal.key_id, None)  # one more refusal, this one cheap
+            return 429, "This key keeps being refused; wait before sending large bodies."
+        if path in _METERED and services.meter.out_of_credits(principal):
+            return 402, "The account has no credits left; add credits to make requests."
+        return None
 
     async def check_upstream_url(self, url: str) -> None:
         """Where an account's own connection may point (docs/security.md): checked when
@@ -315,7 +336,9 @@ class Gateway:
         """May the tarpit hold this answer to a key's request (:mod:`sluice.exchange.
         refusals`)? A refusal; or a large body that does not decode, which cost the
         gateway its reading and scanning (a small one is as cheap as any answer)."""
-        return status in REFUSAL_STATUSES or (status == 400 and body_bytes > LARGE_BODY_BYTES)
+        return status in REFUSAL_STATUSES or (
+            status == 400 and body_bytes > Intake.LARGE_BODY_BYTES
+        )
 
     def _quick(self, path: str) -> bool:
         """A key's call that is all work, paced (:mod:`.pacing`)."""

@@ -78,6 +78,22 @@ class Authenticator:
             raise AuthenticationError("The API key has expired.", code="key_expired")
         return principal
 
+    def cached(self, header: str | None) -> Principal | None:
+        """The caller a header presents, if its key is in the cache now and good (no
+        lookup: for a request's head, before its body is read)."""
+        if not header:
+            return None
+        scheme, _, key = header.partition(" ")
+        if scheme.lower() != "bearer" or not is_key_shaped(key):
+            return None
+        cached = self._cache.get(key_digest(key))
+        if cached is None or cached[1] <= self._clock():
+            return None
+        principal = cached[0]
+        if principal.is_dev and not self._dev_key_enabled:
+            return None
+        return None if principal.policy.expired(self._wall_clock()) else principal
+
     def forget(self) -> None:
         """Drop every cached key (after a revocation, so it takes effect here at once);
         a lookup in flight then answers its request but caches nothing (what it read

@@ -8,27 +8,24 @@ Why not a framework: a gateway's hard parts live exactly here, and we measured
 * answers pipelined requests in order, and a refused one after those before it;
 * cuts off clients that trickle headers (``header_timeout``) or the body
   (``body_timeout``), and idle keep-alive connections;
-* refuses bodies over ``max_body_bytes`` with 413 before reading them, and any past the
-  listener's :class:`~sluice.server.intake.Intake` budget with 503 (load shedding);
+* refuses bodies over ``max_body_bytes`` with 413 before reading them, any past the
+  intake's budget with 503 (load shedding), a large one its ``HeadGate`` refuses;
 * writes every event straight to the socket and waits when the client's buffer is
-  full (backpressure): a client that stops reading holds at most
-  ``write_buffer_bytes`` here;
-* cancels the request's task the moment the client goes away, which closes the
-  upstream call.
+  full (backpressure): a client that stops reading holds ``write_buffer_bytes``;
+* cancels the request's task the moment the client goes away (and its upstream call).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from typing import cast
 
 import httptools
 
-from sluice.exchange.ports import ClientGoneError, Headers
+from sluice.exchange.ports import ClientGoneError
 from sluice.server.head import content_length, expects_continue, head_problem, is_chunked
-from sluice.server.intake import Intake, Limits
+from sluice.server.intake import ErrorResponse, HeadGate, Intake, Limits
 from sluice.server.message import Handler, Request, ResponseWriter, response_head
 from sluice.server.parsed import parsed_request
 from sluice.server.pipeline import Pipeline
@@ -43,18 +40,9 @@ _CHUNK_FRAMING = 32
 _READ_SLACK = 256 * 1024
 """What one read may carry besides the body (the next pipelined request's head)."""
 _LINGER_SECONDS = 2.0
-"""A refused client may send on that long (and at most ``max_body_bytes``, the rest of
-a body it was sending) while its answer lingers; then it is cut."""
+"""A refused client may send on that long (at most ``max_body_bytes``); then it is cut."""
 _BUSY = "The gateway is receiving too many request bodies; retry shortly."
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-
-
-ErrorResponse = Callable[[int, str, bytes, bytes | None], tuple[Headers, bytes]]
-"""``(status, message, target, origin) -> (headers, body)`` for requests refused before
-any handler; ``target``: the request target as far as it was read (``b""`` if not at
-all), so that the answer can take the shape of the front door it was meant for;
-``origin``: its ``Origin`` header if one was read (a browser must be let read the
-error too)."""
 
 
 class HttpConnection(asyncio.Protocol):
@@ -64,8 +52,10 @@ class HttpConnection(asyncio.Protocol):
         limits: Limits,
         error_response: ErrorResponse,
         intake: Intake,
+        gate: HeadGate | None = None,
     ) -> None:
         self._intake = intake
+        self._gate = gate
         self._handler = handler
         self._limits = limits
         self._error_response = error_response
@@ -79,6 +69,7 @@ class HttpConnection(asyncio.Protocol):
         self._closing = False
         self._refusal: tuple[int, str, bytes, bytes | None] | None = None  # after those before
         self._lingering: asyncio.Transport | None = None
+        self._shunned = False  # refused by the gate: the large body behind is never read
         self._lingered = 0
         self.paused = False
         self.interrupted = False
@@ -88,16 +79,12 @@ class HttpConnection(asyncio.Protocol):
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._body = bytearray()  # grown in place: no second copy when it is complete
-        self._body_size = 0
-        self._head_size = 0
-        self._head_raw = 0
+        self._body_size = self._head_size = self._head_raw = self._body_raw = self._chunks = 0
         self._head_too_large = False
         self._in_head = False
         self._expect_body = False
         self._continue = False  # the client asked for 100 Continue
         self._receiving = False  # this body counts among the intake's bodies
-        self._body_raw = 0
-        self._chunks = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
@@ -119,7 +106,7 @@ class HttpConnection(asyncio.Protocol):
             self._drain.set_exception(ClientGoneError())
             self._drain.exception()  # mark retrieved: nobody may be waiting
 
-    def pause_writing(self) -> None:
+    def pause_writing(self) -> None:  # the client's buffer is full
         self.paused = True
 
     def resume_writing(self) -> None:
@@ -192,6 +179,8 @@ class HttpConnection(asyncio.Protocol):
             self._reject(413, "The request body is larger than the limit.")
             return
         self._expect_body = length != 0 and (length is not None or is_chunked(self._headers))
+        if self._expect_body and self._shuns(length):
+            return
         if self._expect_body and not self._intake.begin(length or 0):
             self._reject(503, _BUSY)
             return
@@ -199,6 +188,15 @@ class HttpConnection(asyncio.Protocol):
             self._receiving = True
             self._continue = expects_continue(self._parser.get_http_version(), self._headers)
         self._rearm()
+
+    def _shuns(self, length: int | None) -> bool:
+        """A large (or chunked) body the gate refuses: answered, never read."""
+        large = length is None or length > Intake.LARGE_BODY_BYTES
+        refusal = None if self._gate is None or not large else self._gate(self._url, self._headers)
+        if refusal is not None:
+            self._shunned = True
+            self._reject(*refusal)
+        return refusal is not None
 
     def _send_continue(self) -> None:
         """``100 Continue`` once it is this request's turn, unless its body has begun."""
@@ -275,8 +273,7 @@ class HttpConnection(asyncio.Protocol):
             self._rearm()
 
     @property
-    def task(self) -> asyncio.Task[None] | None:
-        """The request being served, if any."""
+    def task(self) -> asyncio.Task[None] | None:  # the request being served, if any
         return self._task
 
     def close_when_idle(self) -> None:
@@ -370,7 +367,9 @@ class HttpConnection(asyncio.Protocol):
     def _answer_refusal(self) -> None:
         """A lingering close: send the answer and our FIN, then read and drop whatever
         the client still sends for a moment, so its kernel does not turn our close
-        into a reset that destroys the answer before the client reads it."""
+        into a reset that destroys the answer before the client reads it. A large body
+        the gate refused is not read even so: its client, blocked, reads the answer if
+        it reads as it sends (or asked for ``100 Continue``), else meets the close."""
         transport, refusal = self._transport, self._refusal
         if transport is None or refusal is None:
             return
@@ -384,7 +383,9 @@ class HttpConnection(asyncio.Protocol):
             return
         transport.write_eof()
         self._lingering = transport
-        if self._pipeline.paused:
+        if self._shunned:  # a large body its gate refused: let it wait unread, then cut
+            transport.pause_reading()
+        elif self._pipeline.paused:
             transport.resume_reading()
         self._disarm()
         self._timer = self._loop.call_later(_LINGER_SECONDS, transport.close)

@@ -1,16 +1,32 @@
-"""What a listener's connections obey (:class:`Limits`) and share (:class:`Intake`, the
-budget for request bodies that sheds load)."""
+"""What a listener's connections obey (:class:`Limits`, a :data:`HeadGate`) and share
+(:class:`Intake`, the budget for request bodies that sheds load), and how they answer a
+request refused before any handler (:data:`ErrorResponse`)."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
 
+from sluice.exchange.ports import Headers
+
 if TYPE_CHECKING:
     from sluice.server.http1 import HttpConnection
+
+
+HeadGate = Callable[[bytes, list[tuple[bytes, bytes]]], tuple[int, str] | None]
+"""``(target, headers) -> (status, message)`` to refuse a request with a large or chunked
+body on its head, before any of the body is read (its caller's key is being refused
+anyway); None lets it in."""
+ErrorResponse = Callable[[int, str, bytes, bytes | None], tuple[Headers, bytes]]
+"""``(status, message, target, origin) -> (headers, body)`` for requests refused before
+any handler; ``target``: the request target as far as it was read (``b""`` if not at
+all), so that the answer can take the shape of the front door it was meant for;
+``origin``: its ``Origin`` header if one was read (a browser must be let read the
+error too)."""
 
 
 class Limits(msgspec.Struct, frozen=True):

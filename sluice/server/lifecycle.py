@@ -87,6 +87,7 @@ async def start_gateway(
             settings.server.host,
             settings.server.port,
             tls=tls,
+            gate=gateway.head_refusal,
         )
         scrape = None
         if settings.server.metrics_listen is not None:

@@ -7,8 +7,8 @@ import contextlib
 import ssl
 from typing import Any
 
-from sluice.server.http1 import ErrorResponse, HttpConnection
-from sluice.server.intake import Intake, Limits
+from sluice.server.http1 import HttpConnection
+from sluice.server.intake import ErrorResponse, HeadGate, Intake, Limits
 from sluice.server.message import Handler
 
 _LAST_WORDS_SECONDS = 1.0
@@ -58,6 +58,7 @@ async def listen(
     port: int,
     *,
     tls: ssl.SSLContext | None = None,
+    gate: HeadGate | None = None,
     **kwargs: Any,
 ) -> Listener:
     """With ``tls`` every connection is HTTPS; a client gets ``header_timeout`` seconds
@@ -67,7 +68,7 @@ async def listen(
     if tls is not None:
         kwargs |= {"ssl": tls, "ssl_handshake_timeout": limits.header_timeout}
     server = await loop.create_server(
-        lambda: HttpConnection(handler, limits, error_response, intake),
+        lambda: HttpConnection(handler, limits, error_response, intake, gate),
         host,
         port,
         backlog=4096,

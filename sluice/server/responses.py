@@ -6,7 +6,9 @@ from typing import Final
 
 from sluice.errors import (
     ApiError,
+    BudgetExceededError,
     InvalidRequestError,
+    RateLimitError,
     RequestTimeoutError,
     RequestTooLargeError,
     ServiceUnavailableError,
@@ -25,4 +27,8 @@ def connection_error(status: int, message: str) -> ApiError:
         return InvalidRequestError(message, code="headers_too_large", http_status=431)
     if status == 503:
         return ServiceUnavailableError(message, code="server_busy", retry_after=1.0)
+    if status == 429:  # refused on its head (server/app.py Gateway.head_refusal)
+        return RateLimitError(message, code="rate_limit_exceeded", retry_after=1.0)
+    if status == 402:
+        return BudgetExceededError(message, code="insufficient_credits")
     return InvalidRequestError(message, code="malformed_http")

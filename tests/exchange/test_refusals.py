@@ -37,11 +37,13 @@ def test_the_keys_remembered_are_bounded() -> None:
     assert len(tarpit._room) <= 10
 
 
-def test_a_refused_large_body_weighs_one_more_per_mib() -> None:
+def test_a_refused_large_body_weighs_what_it_cost_to_read() -> None:
     clock = FakeClock(100.0)
     tarpit = Tarpit(clock, burst=20, per_second=10, hold=1.0)
-    assert tarpit.hold("key_a", None, body_bytes=8 * 1024 * 1024) == 0.0  # 9 of 20
-    assert tarpit.hold("key_a", None, body_bytes=8 * 1024 * 1024) == 0.0  # 18 of 20
-    assert tarpit.hold("key_a", None, body_bytes=8 * 1024 * 1024) == 1.0
-    clock.advance(1.0)  # 10 back, but it went into debt: still held
-    assert tarpit.hold("key_a", None, body_bytes=8 * 1024 * 1024) == 1.0
+    mib = 1024 * 1024  # weighs 1 + 4 (one more per 256 KiB read)
+    assert [tarpit.hold("key_a", None, body_bytes=mib) for _ in range(5)] == [0.0] * 4 + [1.0]
+    assert tarpit.holding("key_a")  # its next large body is refused on its head
+    clock.advance(0.9)  # 9 back, but the held one went into debt (5): still held
+    assert tarpit.hold("key_a", None, body_bytes=mib) == 1.0
+    clock.advance(1.5)  # out of it: 15 of room, enough for one more at full speed
+    assert tarpit.hold("key_a", None, body_bytes=mib) == 0.0

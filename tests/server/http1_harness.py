@@ -13,7 +13,7 @@ from typing import Any
 import httptools
 
 from sluice.server.http1 import HttpConnection
-from sluice.server.intake import Intake, Limits
+from sluice.server.intake import HeadGate, Intake, Limits
 from sluice.server.message import Request, ResponseWriter
 from sluice.server.responses import connection_error
 from sluice.wire.errors import error_json
@@ -127,7 +127,12 @@ class Wire:
     """One connection and the client's side of it. ``seen``: the requests its handler
     got, in order; ``gate``, when set, holds every response until it is opened."""
 
-    def __init__(self, limits: Limits = LIMITS, respond: Respond | None = None) -> None:
+    def __init__(
+        self,
+        limits: Limits = LIMITS,
+        respond: Respond | None = None,
+        head_gate: HeadGate | None = None,
+    ) -> None:
         self.limits = limits
         self.intake = Intake(limits)
         self.transport = FakeTransport()
@@ -135,7 +140,7 @@ class Wire:
         self.gate: asyncio.Event | None = None
         self.lost = False
         self._respond = respond
-        self.conn = HttpConnection(self._handle, limits, refused, self.intake)
+        self.conn = HttpConnection(self._handle, limits, refused, self.intake, head_gate)
         self.conn.connection_made(self.transport)
 
     async def _handle(self, request: Request, writer: ResponseWriter) -> None:

@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 
 from sluice.frontdoors.chat import ChatCompletionsDoor
-from sluice.server.app import LARGE_BODY_BYTES
+from sluice.server.intake import Intake
 from sluice.wire.chat import ChatRequest
 from tests.support.fake_openai import completion
 from tests.support.fake_upstream import FakeUpstream, Reply
 from tests.support.gateway import openai_connection_toml, running_gateway
 from tests.support.raw_http import exchange, post
+
+LARGE_BODY_BYTES = Intake.LARGE_BODY_BYTES
 
 
 def chat(size: int) -> bytes:

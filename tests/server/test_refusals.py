@@ -143,3 +143,40 @@ async def test_a_key_that_keeps_being_refused_is_answered_more_slowly(tmp_path: 
     assert answer.status == 429
     assert max(took[:20]) < 0.5  # its burst: at full speed
     assert max(took[20:]) >= 0.9  # then held
+
+
+def _large_chat(size: int = 2 * 1024 * 1024) -> bytes:
+    return json.dumps(
+        {"model": "test/gpt-fake", "messages": [{"role": "user", "content": "x" * size}]}
+    ).encode()
+
+
+async def test_a_large_body_from_a_key_held_by_the_tarpit_is_refused_before_it_is_read(
+    tmp_path: Path,
+) -> None:
+    async with running_gateway(tmp_path) as gw:
+        key = await metered_key(gw.gateway.store, "team", 10**9, KeyPolicy(rpm=1))
+        client = await RawClient.connect(gw.host, gw.port)
+        request = post("/v1/chat/completions", NOT_JSON, key)
+        while not gw.gateway.services.tarpit.holding("key_team"):
+            await client.send(request)
+            await client.read_response()
+        await client.close()
+        started = time.monotonic()
+        refused = await exchange(gw.host, gw.port, post("/v1/chat/completions", _large_chat(), key))
+        took = time.monotonic() - started
+    assert refused.status == 429 and refused.headers["connection"] == "close"
+    assert refused.json()["error"]["code"] == "rate_limit_exceeded"
+    assert took < 0.5  # answered on its head, not held like a refusal it had read
+
+
+async def test_a_large_body_of_an_empty_account_is_refused_before_it_is_read(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
+        key = await metered_key(gw.gateway.store, "broke", 0)
+        first = await exchange(gw.host, gw.port, post("/v1/chat/completions", CHAT.encode(), key))
+        large = await exchange(gw.host, gw.port, post("/v1/chat/completions", _large_chat(), key))
+    assert first.status == 402
+    assert large.status == 402 and large.headers["connection"] == "close"  # on its head
+    assert large.json()["error"]["code"] == "insufficient_credits"
