@@ -60,6 +60,11 @@ class StreamEncoder(Protocol):
         """After the last content: the usage (when given) and the end marker."""
         ...
 
+    def failure(self, err: ApiError, tally: Tally | None) -> bytes:
+        """The last event of a stream that failed after it started (the usage so far
+        when given)."""
+        ...
+
 
 class FrontDoor(Protocol):
     """One wire protocol's decoder and encoder over the exchange; ``name`` is how the
@@ -92,10 +97,19 @@ class FrontDoor(Protocol):
         self, body: bytes | bytearray, headers: Mapping[str, str], max_depth: int
     ) -> ChatRequest: ...
 
-    def stream_encoder(self, identity: StreamIdentity, opening: Opening) -> StreamEncoder: ...
+    def stream_encoder(
+        self, identity: StreamIdentity, opening: Opening, req: ChatRequest
+    ) -> StreamEncoder:
+        """The encoder of one stream; ``req`` is the request it answers (a door whose
+        answer echoes the request reads it)."""
+        ...
 
     def completion(
-        self, identity: StreamIdentity, choices: list[CompletionChoice], tally: Tally
+        self,
+        identity: StreamIdentity,
+        choices: list[CompletionChoice],
+        tally: Tally,
+        req: ChatRequest,
     ) -> bytes: ...
 
     def error_body(self, err: ApiError) -> bytes: ...

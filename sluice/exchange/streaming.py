@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 async def stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
     upstream = await _open(ex, state)
     encoder = ex.door.stream_encoder(
-        state.serve(upstream.attempt), lambda: state.tally(cut=True, credits=False)
+        state.serve(upstream.attempt), lambda: state.tally(cut=True, credits=False), state.req
     )
     writer, metrics = ex.writer, ex.services.metrics
     guard = None
@@ -59,7 +59,7 @@ async def stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
         upstream.close()
         state.error = err
         tally = state.tally(cut=True, credits=False) if state.req.include_usage else None
-        await writer.end(pending + ex.door.error_event(err, tally), close=True)
+        await writer.end(pending + encoder.failure(err, tally), close=True)
         return
     except (ClientGoneError, asyncio.CancelledError):
         _client_left(ex, state, upstream)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import msgspec
+from msgspec import UNSET
 
 from sluice.core.batch import ChunkBatch
 from sluice.core.tally import Opening, Tally
@@ -38,6 +39,8 @@ def decode_chat_request(
 ) -> ChatRequest:
     req = decode_body(_REQUEST, body, max_depth)
     refuse_overrides(req)
+    if req.native is not UNSET:  # a door's own; never a client's to set
+        req.native = UNSET
     return req
 
 
@@ -55,6 +58,9 @@ class ChatStreamEncoder:
             return DONE_EVENT
         return self._chunks.usage_event(tally.usage, tally.credits_used) + DONE_EVENT
 
+    def failure(self, err: ApiError, tally: Tally | None) -> bytes:
+        return error_event(err, None if tally is None else tally.usage)
+
 
 class ChatCompletionsDoor:
     name = "chat"
@@ -68,11 +74,17 @@ class ChatCompletionsDoor:
     ) -> ChatRequest:
         return decode_chat_request(body, max_depth)
 
-    def stream_encoder(self, identity: StreamIdentity, opening: Opening) -> ChatStreamEncoder:
+    def stream_encoder(
+        self, identity: StreamIdentity, opening: Opening, req: ChatRequest
+    ) -> ChatStreamEncoder:
         return ChatStreamEncoder(identity)
 
     def completion(
-        self, identity: StreamIdentity, choices: list[CompletionChoice], tally: Tally
+        self,
+        identity: StreamIdentity,
+        choices: list[CompletionChoice],
+        tally: Tally,
+        req: ChatRequest,
     ) -> bytes:
         body = ChatCompletion(
             **msgspec.structs.asdict(identity), choices=choices, usage=tally.usage

@@ -1,9 +1,10 @@
 """Our chat request → the body an OpenAI-compatible upstream takes.
 
 Our request is the OpenAI wire already; what this removes is ours: the top-level
-extensions (``models``, ``top_k``, ``reasoning_budget``, ``betas``), and in messages
-the signed thinking blocks, ``is_error`` and ``cache_control`` of tool results and
-calls and of tools (an OpenAI-compatible server that sees an unknown field may answer
+extensions (``models``, ``top_k``, ``reasoning_budget``, ``betas``, ``native``), and in
+messages the signed thinking blocks, ``is_error`` and ``cache_control`` of tool results
+and calls, ``cache_control`` and ``defer_loading`` of tools, a system turn's
+``output_config`` (an OpenAI-compatible server that sees an unknown field may answer
 400). A failed tool's result is marked in its text. Document parts and images in tool
 results have no equivalent and are refused by name. A request that carries none of
 these is sent as it came, field for field.
@@ -22,6 +23,7 @@ from sluice.wire.chat import (
     DocumentPart,
     Message,
     StreamOptions,
+    SystemMessage,
     Tool,
     ToolCall,
     ToolMessage,
@@ -45,6 +47,8 @@ def openai_body(req: ChatRequest, native_model: str) -> ChatRequest:
 
 
 def _message(i: int, message: Message) -> Message:
+    if isinstance(message, SystemMessage) and message.output_config is not UNSET:
+        return msgspec.structs.replace(message, output_config=UNSET)
     if isinstance(message, UserMessage) and isinstance(message.content, list):
         for j, part in enumerate(message.content):
             if isinstance(part, DocumentPart):
@@ -78,6 +82,6 @@ def _call(call: ToolCall) -> ToolCall:
 
 
 def _tool(tool: Tool) -> Tool:
-    if tool.cache_control is UNSET:
+    if tool.cache_control is UNSET and tool.defer_loading is UNSET:
         return tool
-    return msgspec.structs.replace(tool, cache_control=UNSET)
+    return msgspec.structs.replace(tool, cache_control=UNSET, defer_loading=UNSET)

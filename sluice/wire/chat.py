@@ -113,6 +113,9 @@ class ToolCall(_Wire):
 class SystemMessage(_Wire, tag_field="role", tag="system"):
     content: str | Blocks[TextPart]
     name: str | Opt = UNSET
+    output_config: Raw | Opt = UNSET
+    """Sluice extension: this turn's output settings, for an upstream that takes them
+    (a Messages-wire system turn's); other providers drop it."""
 
 
 class DeveloperMessage(_Wire, tag_field="role", tag="developer"):
@@ -172,6 +175,8 @@ class Tool(_Wire):
     function: FunctionDefinition
     type: Literal["function"] = "function"
     cache_control: Raw | Opt = UNSET
+    defer_loading: bool | Opt = UNSET
+    """Sluice extension: loaded on demand by an upstream's tool search (others drop it)."""
 
 
 class NamedFunction(_Wire):
@@ -211,6 +216,15 @@ Probability = Annotated[float, Meta(ge=0, le=1)]
 Penalty = Annotated[float, Meta(ge=-2, le=2)]
 StopList = Annotated[list[str], Meta(max_length=16)]
 BetaName = Annotated[str, Meta(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")]
+
+
+class NativeFields(_Wire):
+    """What a front door's own wire carried that this request does not model, kept for
+    an upstream that speaks that wire: sent there as given, dropped by every other
+    provider. Only a door sets it (the chat door drops it from a body)."""
+
+    wire: str
+    fields: dict[str, Raw]
 
 
 class ChatRequest(_Wire):
@@ -256,6 +270,7 @@ class ChatRequest(_Wire):
     top_k: PositiveInt | Opt | None = UNSET
     reasoning_budget: PositiveInt | Opt | None = UNSET
     betas: Annotated[list[BetaName], Meta(max_length=32)] | Opt | None = UNSET
+    native: NativeFields | Opt = UNSET
     # Upstream overrides other gateways read from the body; refused (refuse_overrides).
     api_base: Raw | Opt = UNSET
     base_url: Raw | Opt = UNSET
@@ -350,5 +365,5 @@ def message_text(message: Message) -> str:
     return ""
 
 
-EXTENSION_FIELDS = ("models", "top_k", "reasoning_budget", "betas")
+EXTENSION_FIELDS = ("models", "top_k", "reasoning_budget", "betas", "native")
 """Top-level fields of ours that an OpenAI-compatible upstream does not take."""

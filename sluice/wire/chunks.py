@@ -45,6 +45,19 @@ class Delta(Struct):
     redacted_reasoning: str | UnsetType = UNSET
 
 
+def text_only(delta: Delta) -> bool:
+    """A delta that only carries more text (the hot path's common case)."""
+    return (
+        isinstance(delta.content, str)
+        and bool(delta.content)
+        and delta.reasoning_content is UNSET
+        and delta.tool_calls is UNSET
+        and delta.refusal is UNSET
+        and delta.reasoning_signature is UNSET
+        and delta.redacted_reasoning is UNSET
+    )
+
+
 class Choice(Struct):
     """One choice of a stream chunk. ``finish_reason`` is always written (null or set);
     ``stop_sequence`` (ours) says which stop sequence ended it, where the provider says."""

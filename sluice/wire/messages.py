@@ -93,8 +93,12 @@ ContentBlock = (
 
 
 class MessageParam(_Wire):
-    role: Literal["user", "assistant"]
+    """A turn; a ``system`` one (text only) stands where it was sent, after a user turn."""
+
+    role: Literal["user", "assistant", "system"]
     content: str | Blocks[ContentBlock]
+    output_config: Raw | Opt = UNSET
+    """A system turn's own output settings (kept on system turns, sent on as given)."""
 
 
 # --- the request ---------------------------------------------------------------------
@@ -108,6 +112,7 @@ class ToolParam(_Wire):
     description: str | Opt = UNSET
     type: str | Opt | None = UNSET
     cache_control: Raw | Opt = UNSET
+    defer_loading: bool | Opt = UNSET
 
 
 class ToolChoiceParam(_Wire):
@@ -117,8 +122,24 @@ class ToolChoiceParam(_Wire):
 
 
 class ThinkingParam(_Wire):
-    type: Literal["enabled", "disabled"]
+    """``adaptive``: the model decides how much to think (``output_config.effort`` guides
+    it); ``display`` says how thinking is returned (sent on as given)."""
+
+    type: Literal["enabled", "disabled", "adaptive"]
     budget_tokens: Annotated[int, Meta(ge=1024, le=100_000_000)] | Opt = UNSET
+    display: Annotated[str, Meta(max_length=64)] | Opt = UNSET
+
+
+class OutputFormatParam(_Wire):
+    type: str
+    schema: dict[str, Any] | Opt = UNSET
+
+
+class OutputConfigParam(_Wire):
+    """``output_config``: the effort (``low`` … ``max``) and a structured-output format."""
+
+    effort: Annotated[str, Meta(max_length=32)] | Opt | None = UNSET
+    format: OutputFormatParam | Opt | None = UNSET
 
 
 class MetadataParam(_Wire):
@@ -146,7 +167,18 @@ class MessagesRequest(CountTokensRequest, kw_only=True):
     top_k: PositiveInt | Opt = UNSET
     metadata: MetadataParam | Opt = UNSET
     stream: bool | Opt = UNSET
+    output_config: OutputConfigParam | Opt = UNSET
     models: list[ModelName] | Opt = UNSET
+
+
+WIRE = "messages"
+"""The wire's name where a request keeps fields of it (``ChatRequest.native``)."""
+MODELLED_FIELDS = frozenset(
+    {"model", "messages", "system", "max_tokens", "stop_sequences", "temperature", "top_p"}
+    | {"top_k", "metadata", "stream", "tools", "tool_choice", "models"}
+)
+"""Top-level fields the internal request carries; every other one the client sent is
+kept as it came for an upstream that speaks this wire."""
 
 
 # --- the answer ----------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """A scriptable fake upstream on 127.0.0.1 (test support), for any provider.
 
-Each incoming request takes the next :class:`Reply` from the queue (or the default):
+Each incoming request takes the reply of ``responder`` when one is set and answers,
+else the next :class:`Reply` from the queue (or the default):
 a status and whole body, or a streamed body of steps (bytes, pauses, waits on an
 event, an abrupt close). It records every request it received. What it sends is
 whatever the test scripts, built with each provider's helpers (``fake_openai`` …);
@@ -13,6 +14,7 @@ import asyncio
 import contextlib
 import json
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +84,7 @@ class FakeUpstream:
         self.sent_bytes = 0  # body bytes of streamed replies written so far
         self._server: asyncio.Server | None = None
         self.port = 0
+        self.responder: Callable[[Recorded], Reply | None] | None = None
 
     @property
     def root_url(self) -> str:
@@ -128,8 +131,11 @@ class FakeUpstream:
                         return
                     buffer += data
                 body, buffer = buffer[:length], buffer[length:]
-                self.requests.append(Recorded(method, path, headers, body))
-                reply = self.replies.popleft() if self.replies else self.default
+                recorded = Recorded(method, path, headers, body)
+                self.requests.append(recorded)
+                reply = self.responder(recorded) if self.responder is not None else None
+                if reply is None:
+                    reply = self.replies.popleft() if self.replies else self.default
                 alive, buffer = await self._answer(reply, reader, writer, buffer)
                 if not alive:
                     return

@@ -8,14 +8,12 @@ What is not obvious:
   assistant turn becomes one assistant message: its ``thinking`` and
   ``redacted_thinking`` blocks as signed ``thinking_blocks``, its text as ``content``,
   its ``tool_use`` blocks as tool calls (``input`` as JSON text).
+- A ``system`` turn inside ``messages`` (text only) becomes a system message where it
+  stands: the Anthropic adapter sends it there, other providers lift it into their
+  system prompt (OpenAI's wire keeps it in place too).
 - An image's base64 source becomes a ``data:`` URL; a document goes on as it came.
-- ``thinking`` ``enabled`` sets the exact ``reasoning_budget`` and, for providers that
-  only take an effort, the ``reasoning_effort`` nearest to it; ``disabled`` sets none.
-- ``tool_choice`` ``any`` is ``required``, ``tool`` a named choice, and
-  ``disable_parallel_tool_use`` is ``parallel_tool_calls: false``.
-- ``anthropic-beta`` (comma-separated) becomes ``betas``: the Anthropic adapter sends
-  it on, other providers drop it. Usage is always reported (the stream's last events
-  carry it).
+- The settings beside the conversation (thinking, tools, fields kept as sent): see
+  :mod:`.options`. Usage is always reported (the stream's last events carry it).
 """
 
 from __future__ import annotations
@@ -26,27 +24,23 @@ import msgspec
 from msgspec import UNSET
 
 from sluice.errors import InvalidRequestError
+from sluice.frontdoors.messages import options
 from sluice.wire.bounds import DEFAULT_MAX_JSON_DEPTH
 from sluice.wire.chat import (
     AssistantMessage,
     ChatRequest,
     DocumentPart,
     FunctionCall,
-    FunctionDefinition,
     ImagePart,
     ImageURL,
     Message,
-    NamedFunction,
-    NamedToolChoice,
     RedactedThinkingBlock,
     StreamOptions,
     SystemMessage,
     TextPart,
     ThinkingBlock,
     ThinkingBlocks,
-    Tool,
     ToolCall,
-    ToolChoice,
     ToolMessage,
     UserContentPart,
     UserMessage,
@@ -62,20 +56,15 @@ from sluice.wire.messages import (
     MessagesRequest,
     TextBlock,
     ThinkingParam,
-    ToolChoiceParam,
-    ToolParam,
     ToolResultBlock,
     ToolUseBlock,
 )
 from sluice.wire.messages import RedactedThinkingBlock as RedactedBlock
 from sluice.wire.messages import ThinkingBlock as SignedBlock
 
-BETA_HEADER = "anthropic-beta"
 _REQUEST = msgspec.json.Decoder(MessagesRequest)
 _COUNT = msgspec.json.Decoder(CountTokensRequest)
 _ENCODER = msgspec.json.Encoder()
-_EFFORTS = ((2048, "low"), (8192, "medium"))
-"""A thinking budget up to each bound reads as that effort; above the last, ``high``."""
 
 
 def decode_messages_request(
@@ -84,7 +73,7 @@ def decode_messages_request(
     max_depth: int = DEFAULT_MAX_JSON_DEPTH,
 ) -> ChatRequest:
     req = decode_body(_REQUEST, body, max_depth)
-    budget, effort = _thinking(req.thinking, req.max_tokens)
+    budget, effort = options.reasoning(req)
     return ChatRequest(
         model=req.model,
         messages=_system(req.system) + _conversation(req.messages),
@@ -95,14 +84,16 @@ def decode_messages_request(
         temperature=req.temperature,
         top_p=req.top_p,
         top_k=req.top_k,
-        user=_user(req),
-        tools=_tools(req.tools),
-        tool_choice=_tool_choice(req.tool_choice),
-        parallel_tool_calls=_parallel(req.tool_choice),
+        user=options.user(req),
+        tools=options.tools(req.tools),
+        tool_choice=options.tool_choice(req.tool_choice),
+        parallel_tool_calls=options.parallel(req.tool_choice),
+        response_format=options.response_format(req.output_config),
         reasoning_budget=budget,
         reasoning_effort=effort,
-        betas=_betas(headers.get(BETA_HEADER)),
+        betas=options.betas(headers),
         models=req.models,
+        native=options.native_fields(body),
     )
 
 
@@ -116,8 +107,8 @@ def decode_count_request(
     return ChatRequest(
         model=req.model,
         messages=_system(req.system) + _conversation(req.messages),
-        tools=_tools(req.tools),
-        tool_choice=_tool_choice(req.tool_choice),
+        tools=options.tools(req.tools),
+        tool_choice=options.tool_choice(req.tool_choice),
         reasoning_budget=budget if thinking is not UNSET and thinking.type == "enabled" else UNSET,
     )
 
@@ -133,6 +124,9 @@ def _system(system: str | list[TextBlock] | msgspec.UnsetType) -> list[Message]:
 def _conversation(turns: list[MessageParam]) -> list[Message]:
     out: list[Message] = []
     for i, turn in enumerate(turns):
+        if turn.role == "system":
+            out.append(_system_turn(i, turn))
+            continue
         if isinstance(turn.content, str):  # plain text stays plain text
             plain = UserMessage(turn.content) if turn.role == "user" else None
             out.append(plain or AssistantMessage(content=turn.content))
@@ -149,6 +143,22 @@ def _conversation(turns: list[MessageParam]) -> list[Message]:
         else:
             out.append(_assistant_turn(i, blocks))
     return out
+
+
+def _system_turn(i: int, turn: MessageParam) -> SystemMessage:
+    content = turn.content
+    if isinstance(content, str):
+        return SystemMessage(content, output_config=turn.output_config)
+    for j, block in enumerate(content):
+        if not isinstance(block, TextBlock):
+            raise InvalidRequestError(
+                f"A system turn holds text blocks only, not '{_kind(block)}'.",
+                code="invalid_value",
+                param=f"messages[{i}].content[{j}]",
+            )
+    texts = [b for b in content if isinstance(b, TextBlock)]
+    parts = [TextPart(b.text, b.cache_control) for b in texts]
+    return SystemMessage(parts, output_config=turn.output_config)
 
 
 def _user_turn(i: int, blocks: list[ContentBlock]) -> list[Message]:
@@ -239,78 +249,3 @@ def _assistant_turn(i: int, blocks: list[ContentBlock]) -> AssistantMessage:
         tool_calls=calls or UNSET,
         thinking_blocks=thoughts or UNSET,
     )
-
-
-def _tools(tools: list[ToolParam] | msgspec.UnsetType) -> list[Tool] | msgspec.UnsetType:
-    if not isinstance(tools, list):
-        return UNSET
-    out = []
-    for k, tool in enumerate(tools):
-        if tool.type not in (UNSET, None, "custom") or not isinstance(tool.input_schema, dict):
-            raise InvalidRequestError(
-                "Only client tools (a name and an input_schema) are served here; server "
-                "tools are not.",
-                code="unsupported_parameter",
-                param=f"tools[{k}]",
-            )
-        fn = FunctionDefinition(tool.name, tool.description, tool.input_schema)
-        out.append(Tool(fn, cache_control=tool.cache_control))
-    return out
-
-
-def _tool_choice(choice: ToolChoiceParam | msgspec.UnsetType) -> ToolChoice | msgspec.UnsetType:
-    if not isinstance(choice, ToolChoiceParam):
-        return UNSET
-    if choice.type == "tool":
-        if not isinstance(choice.name, str) or not choice.name:
-            raise InvalidRequestError(
-                "tool_choice of type 'tool' needs the tool's name.",
-                code="missing_required_parameter",
-                param="tool_choice.name",
-            )
-        return NamedToolChoice(NamedFunction(choice.name))
-    if choice.type == "any":
-        return "required"
-    return choice.type
-
-
-def _parallel(choice: ToolChoiceParam | msgspec.UnsetType) -> bool | msgspec.UnsetType:
-    if isinstance(choice, ToolChoiceParam) and choice.disable_parallel_tool_use is True:
-        return False
-    return UNSET
-
-
-def _thinking(
-    thinking: ThinkingParam | msgspec.UnsetType, max_tokens: int
-) -> tuple[int | msgspec.UnsetType, str | msgspec.UnsetType]:
-    if not isinstance(thinking, ThinkingParam) or thinking.type == "disabled":
-        return UNSET, UNSET
-    budget = thinking.budget_tokens
-    if not isinstance(budget, int):
-        raise InvalidRequestError(
-            "thinking of type 'enabled' needs budget_tokens.",
-            code="missing_required_parameter",
-            param="thinking.budget_tokens",
-        )
-    if budget >= max_tokens:
-        raise InvalidRequestError(
-            "thinking.budget_tokens must be less than max_tokens.",
-            code="invalid_value",
-            param="thinking.budget_tokens",
-        )
-    effort = next((name for bound, name in _EFFORTS if budget <= bound), "high")
-    return budget, effort
-
-
-def _user(req: MessagesRequest) -> str | msgspec.UnsetType:
-    meta = req.metadata
-    if meta is UNSET or not isinstance(meta.user_id, str):
-        return UNSET
-    return meta.user_id
-
-
-def _betas(header: str | None) -> list[str] | msgspec.UnsetType:
-    if not header:
-        return UNSET
-    names = [name.strip() for name in header.split(",") if name.strip()]
-    return names or UNSET

@@ -35,11 +35,17 @@ class MessagesDoor:
     ) -> ChatRequest:
         return decode_messages_request(body, headers, max_depth)
 
-    def stream_encoder(self, identity: StreamIdentity, opening: Opening) -> MessagesStreamEncoder:
+    def stream_encoder(
+        self, identity: StreamIdentity, opening: Opening, req: ChatRequest
+    ) -> MessagesStreamEncoder:
         return MessagesStreamEncoder(identity, opening)
 
     def completion(
-        self, identity: StreamIdentity, choices: list[CompletionChoice], tally: Tally
+        self,
+        identity: StreamIdentity,
+        choices: list[CompletionChoice],
+        tally: Tally,
+        req: ChatRequest,
     ) -> bytes:
         return message_body(identity, choices[0], tally)
 

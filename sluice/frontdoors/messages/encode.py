@@ -21,9 +21,11 @@ import msgspec
 
 from sluice.core.batch import ChunkBatch
 from sluice.core.tally import Opening, Tally
+from sluice.errors import ApiError
 from sluice.wire.chat import ThinkingBlock
-from sluice.wire.chunks import CompletionChoice, Delta, ToolCallDelta
+from sluice.wire.chunks import CompletionChoice, Delta, ToolCallDelta, text_only
 from sluice.wire.encode import StreamIdentity
+from sluice.wire.errors import messages_error_event
 from sluice.wire.messages import (
     Message,
     MessageDelta,
@@ -106,19 +108,6 @@ def head(identity: StreamIdentity, content: list[OutBlock], usage: Usage) -> Mes
     )
 
 
-def _text_only(delta: Delta) -> bool:
-    """A delta that only carries more text (the hot path's common case)."""
-    return (
-        isinstance(delta.content, str)
-        and bool(delta.content)
-        and delta.reasoning_content is msgspec.UNSET
-        and delta.tool_calls is msgspec.UNSET
-        and delta.refusal is msgspec.UNSET
-        and delta.reasoning_signature is msgspec.UNSET
-        and delta.redacted_reasoning is msgspec.UNSET
-    )
-
-
 def _event(name: bytes, payload: bytes) -> bytes:
     return b"event: " + name + b"\ndata: " + payload + b"\n\n"
 
@@ -171,7 +160,7 @@ class MessagesStreamEncoder:
             for choice in choices:
                 if choice.index == 0:
                     delta = choice.delta
-                    if self._kind == "text" and _text_only(delta):  # most chunks
+                    if self._kind == "text" and text_only(delta):  # most chunks
                         out.append(self._text_prefix + _ENCODER.encode(delta.content) + _END)
                     else:
                         self._delta(delta, out)
@@ -191,6 +180,9 @@ class MessagesStreamEncoder:
         )
         out.append(_MESSAGE_STOP)
         return b"".join(out)
+
+    def failure(self, err: ApiError, tally: Tally | None) -> bytes:
+        return messages_error_event(err, None if tally is None else messages_usage(tally))
 
     def _message_start(self) -> bytes:
         self._started = True

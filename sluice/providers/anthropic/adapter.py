@@ -16,8 +16,12 @@ from sluice.core.connection import Target
 from sluice.core.usage import reported_count
 from sluice.errors import ApiError
 from sluice.ids import IdFactory
-from sluice.providers.anthropic.request import anthropic_request
-from sluice.providers.anthropic.request_wire import CountTokensAnswer, CountTokensRequest
+from sluice.providers.anthropic.request import anthropic_request, from_messages_wire
+from sluice.providers.anthropic.request_wire import (
+    CountTokensAnswer,
+    CountTokensRequest,
+    MessagesRequest,
+)
 from sluice.providers.anthropic.stream import AnthropicStreamTranslator
 from sluice.providers.anthropic.upstream import (
     MESSAGE,
@@ -30,7 +34,13 @@ from sluice.providers.anthropic.upstream import (
 from sluice.providers.base import AdapterBase, ParsedCompletion, UpstreamRequest
 from sluice.providers.errors import malformed_response, retry_after_seconds
 from sluice.providers.normalize import normalize_finish_reason
-from sluice.wire.chat import ChatRequest, RedactedThinkingBlock, ThinkingBlock, ThinkingBlocks
+from sluice.wire.chat import (
+    ChatRequest,
+    NativeFields,
+    RedactedThinkingBlock,
+    ThinkingBlock,
+    ThinkingBlocks,
+)
 from sluice.wire.chunks import (
     CompletionChoice,
     ResponseFunctionCall,
@@ -100,6 +110,17 @@ def parse_anthropic_error(status: int, headers: Mapping[str, str], body: bytes) 
     return anthropic_error(status, error_detail(body), retry_after_seconds(headers))
 
 
+def _with_native(body: MessagesRequest, req: ChatRequest) -> bytes:
+    """The body with the fields a Messages-wire client sent that we do not model, as
+    sent (over what was built for the same names)."""
+    native = req.native
+    if not from_messages_wire(req) or not isinstance(native, NativeFields) or not native.fields:
+        return _ENCODER.encode(body)
+    ours = {name: UNSET for name in native.fields if name in MessagesRequest.__struct_fields__}
+    head = _ENCODER.encode(msgspec.structs.replace(body, **ours) if ours else body)
+    return head[:-1] + b"," + _ENCODER.encode(native.fields)[1:]
+
+
 class AnthropicAdapter(AdapterBase):
     """``anthropic`` connections (the Messages API)."""
 
@@ -117,7 +138,7 @@ class AnthropicAdapter(AdapterBase):
             method="POST",
             url=messages_url(conn.base_url),
             headers=headers,
-            body=_ENCODER.encode(anthropic_request(req, target.native_model)),
+            body=_with_native(anthropic_request(req, target.native_model), req),
             stream=req.is_stream,
         )
 

@@ -2,9 +2,13 @@
 
 What is not obvious:
 
-- System and developer messages, wherever they stand, are lifted into ``system`` in
-  order: one string (blocks joined by a blank line), or a list of text blocks when any
-  part carries ``cache_control`` (kept on each block, as on user text and image parts).
+- System and developer messages are lifted into ``system`` in order: one string
+  (blocks joined by a blank line), or a list of text blocks when any part carries
+  ``cache_control`` (kept on each block, as on user text and image parts). A request
+  that came on the Messages wire keeps a system message that stands after the first
+  turn where it stands (a ``system`` turn, as its client sent it), and has the fields
+  it kept as sent (``native``: ``thinking``, ``output_config``,
+  ``context_management``…) sent on unchanged, over what would be built here.
 - Anthropic needs user and assistant turns to alternate: neighbours of one role are
   merged into one turn. Tool results are ``tool_result`` blocks of a user turn, so
   consecutive tool messages, and user text right after them, share one turn. Empty
@@ -35,7 +39,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Literal
 
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET, Raw, UnsetType
 
 from sluice.errors import InvalidRequestError
 from sluice.providers.anthropic.request_wire import (
@@ -56,6 +60,7 @@ from sluice.wire.chat import (
     ImagePart,
     JsonSchemaFormat,
     NamedToolChoice,
+    NativeFields,
     RefusalPart,
     ResponseFormat,
     SystemMessage,
@@ -65,6 +70,7 @@ from sluice.wire.chat import (
     UserMessage,
 )
 from sluice.wire.chat import ThinkingBlock as SignedThinking
+from sluice.wire.messages import WIRE as MESSAGES_WIRE
 from sluice.wire.messages import (
     Base64Source,
     DocumentBlock,
@@ -79,7 +85,7 @@ from sluice.wire.messages import (
 )
 from sluice.wire.messages import ContentBlock as Block
 
-Role = Literal["user", "assistant"]
+Role = Literal["user", "assistant", "system"]
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` when the client sets none (Anthropic requires one)."""
 
@@ -119,6 +125,11 @@ def anthropic_request(req: ChatRequest, native_model: str) -> MessagesRequest:
     )
 
 
+def from_messages_wire(req: ChatRequest) -> bool:
+    native = req.native
+    return isinstance(native, NativeFields) and native.wire == MESSAGES_WIRE
+
+
 def _given(value: float | UnsetType | None) -> float | UnsetType:
     return UNSET if value is None else value
 
@@ -131,19 +142,28 @@ class _Turns:
     __slots__ = ("_turns",)
 
     def __init__(self) -> None:
-        self._turns: list[tuple[Role, list[Block], bool]] = []
+        self._turns: list[tuple[Role, list[Block], bool, Raw | None]] = []
 
-    def add(self, role: Role, blocks: list[Block], *, plain: bool = False) -> None:
+    @property
+    def started(self) -> bool:
+        return bool(self._turns)
+
+    def add(
+        self, role: Role, blocks: list[Block], *, plain: bool = False, config: Raw | None = None
+    ) -> None:
         if not blocks:
             return
-        if self._turns and self._turns[-1][0] == role:
+        if self._turns and self._turns[-1][0] == role != "system":
             self._turns[-1][1].extend(blocks)
-            self._turns[-1] = (role, self._turns[-1][1], False)
+            self._turns[-1] = (role, self._turns[-1][1], False, None)
         else:
-            self._turns.append((role, blocks, plain))
+            self._turns.append((role, blocks, plain, config))
 
     def messages(self) -> list[MessageParam]:
-        return [MessageParam(role, _compact(blocks, plain)) for role, blocks, plain in self._turns]
+        return [
+            MessageParam(role, _compact(blocks, plain), UNSET if config is None else config)
+            for role, blocks, plain, config in self._turns
+        ]
 
 
 def _compact(blocks: list[Block], plain: bool) -> str | list[Block]:
@@ -155,9 +175,14 @@ def _compact(blocks: list[Block], plain: bool) -> str | list[Block]:
 def _conversation(req: ChatRequest) -> tuple[str | list[TextBlock] | UnsetType, list[MessageParam]]:
     system: list[TextBlock] = []
     turns = _Turns()
+    in_place = from_messages_wire(req)
     for i, message in enumerate(req.messages):
         if isinstance(message, SystemMessage | DeveloperMessage):
-            system += _text_blocks(message.content)
+            if in_place and turns.started:
+                blocks = list[Block](_text_blocks(message.content))
+                turns.add("system", blocks, config=_turn_config(message))
+            else:
+                system += _text_blocks(message.content)
         elif isinstance(message, UserMessage):
             plain = isinstance(message.content, str)
             turns.add("user", _user_blocks(i, message.content), plain=plain)
@@ -174,6 +199,11 @@ def _conversation(req: ChatRequest) -> tuple[str | list[TextBlock] | UnsetType, 
                 param=f"messages[{i}]",
             )
     return _system(system), turns.messages()
+
+
+def _turn_config(message: SystemMessage | DeveloperMessage) -> Raw | None:
+    config = message.output_config if isinstance(message, SystemMessage) else UNSET
+    return config if isinstance(config, Raw) else None
 
 
 def _system(blocks: list[TextBlock]) -> str | list[TextBlock] | UnsetType:
@@ -284,6 +314,7 @@ def _tools(req: ChatRequest) -> list[ToolParam] | UnsetType:
                 description=fn.description,
                 strict=True if fn.strict is True else UNSET,
                 cache_control=tool.cache_control,
+                defer_loading=tool.defer_loading,
             )
         )
     return tools

@@ -16,6 +16,7 @@ class ToolParam(Struct):
     description: str | UnsetType = UNSET
     strict: bool | UnsetType = UNSET
     cache_control: Raw | UnsetType = UNSET
+    defer_loading: bool | UnsetType = UNSET
 
 
 class ToolChoiceParam(Struct):
