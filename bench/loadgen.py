@@ -34,6 +34,7 @@ CHAT_PATH = "/v1/chat/completions"
 PROMPT = [{"role": "user", "content": "Say hello in twenty words."}]
 CHAT_TEXT = re.compile(rb'"content":"[^"]')
 MESSAGES_TEXT = re.compile(rb'"type":"text_delta","text":"[^"]')
+RESPONSES_TEXT = re.compile(rb'"logprobs":\[\],"delta":"[^"]')
 CONTENT_LENGTH = re.compile(rb"content-length:\s*(\d+)")
 OVERLAP = 64  # bytes searched again for a text pattern split between two reads
 
@@ -56,7 +57,14 @@ def target(name: str, pid: int, path: str, headers: dict[str, str], body: object
     lines = [f"POST {path} HTTP/1.1", f"host: {HOST}:{port}", "content-type: application/json"]
     lines += [f"{k}: {v}" for k, v in headers.items()] + [f"content-length: {len(payload)}"]
     request = ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
-    return Target(name, port, request, MESSAGES_TEXT if "messages" in path else CHAT_TEXT, pid)
+    return Target(name, port, request, first_text(path), pid)
+
+
+def first_text(path: str) -> re.Pattern[bytes]:
+    """The pattern of an answer's first text event on this path's wire."""
+    if "messages" in path:
+        return MESSAGES_TEXT
+    return RESPONSES_TEXT if "responses" in path else CHAT_TEXT
 
 
 @dataclass(frozen=True)

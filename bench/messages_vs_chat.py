@@ -1,20 +1,24 @@
-"""The Messages front door beside chat completions: streamed req/s and added TTFC.
+"""The Messages (or Responses) front door beside chat completions: streamed req/s and
+added TTFC.
 
-    .venv/bin/python -m bench.messages_vs_chat [--reps 20] [--duration 2] [--concs 1 16 64]
+    .venv/bin/python -m bench.messages_vs_chat [--door messages|responses] [--reps 20]
+        [--duration 2] [--concs 1 16 64]
 
-Issue 13's proof, on the peer kit (``../shared/bench`` or ``--kit``/``KIT``; without
-it, this repository's ``bench/fake_upstream.py``, the same stream): the fake upstream
-on core 0, ``sluice serve --config bench/sluice-bench.toml`` on core 1 (a temporary
-``SLUICE_HOME``, the development key) and this script's own closed-loop load
-generator on core 0, all on 127.0.0.1. Every rep runs, at each concurrency, streamed
-``/v1/chat/completions`` and ``/v1/messages`` (same prompt, same upstream stream; their
-order swaps every rep) and the upstream itself at the first concurrency, the baseline
-of the added TTFC. One keep-alive connection per client, one request at a time. Per run:
-answers per second in the window after the warm-up, TTFB, TTFC (the first event with
-text: chat ``"content":"x``, Messages ``"text_delta","text":"x``), errors (not 200, no
-text, a dropped connection) and the serving process's CPU time per answer. Prints a
-markdown table of medians (min-max) over the reps and messages over chat as the median
-of the reps' ratios: many short runs, paired in time, because this machine drifts.
+Issue 13's proof (and issue 21's with ``--door responses``), on the peer kit
+(``../shared/bench`` or ``--kit``/``KIT``; without it, this repository's
+``bench/fake_upstream.py``, the same stream): the fake upstream on core 0, ``sluice
+serve --config bench/sluice-bench.toml`` on core 1 (a temporary ``SLUICE_HOME``, the
+development key) and this script's own closed-loop load generator on core 0, all on
+127.0.0.1. Every rep runs, at each concurrency, streamed ``/v1/chat/completions`` and
+the door's path (same prompt, same upstream stream; their order swaps every rep) and
+the upstream itself at the first concurrency, the baseline of the added TTFC. One
+keep-alive connection per client, one request at a time. Per run: answers per second
+in the window after the warm-up, TTFB, TTFC (the first event with text: chat
+``"content":"x``, Messages ``"text_delta","text":"x``, Responses an
+``output_text.delta``'s ``"delta":"x``), errors (not 200, no text, a dropped
+connection) and the serving process's CPU time per answer. Prints a markdown table of
+medians (min-max) over the reps and the door over chat as the median of the reps'
+ratios: many short runs, paired in time, because this machine drifts.
 """
 
 from __future__ import annotations
@@ -54,22 +58,31 @@ from bench.loadgen import (
 )
 
 
-def targets(key: str, upstream: int, gateway: int) -> dict[str, Target]:
+def targets(key: str, upstream: int, gateway: int, door: str) -> dict[str, Target]:
     chat = {"model": "fake-model", "stream": True, "messages": PROMPT}
-    messages = {"model": "fake-model", "max_tokens": 256, "stream": True, "messages": PROMPT}
-    anthropic = {"x-api-key": key, "anthropic-version": "2023-06-01"}
+    bearer = {"authorization": f"Bearer {key}"}
+    if door == "messages":
+        body = {"model": "fake-model", "max_tokens": 256, "stream": True, "messages": PROMPT}
+        headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
+    else:
+        body = {"model": "fake-model", "stream": True, "input": PROMPT}
+        headers = bearer
     return {
         "direct": target("direct", upstream, CHAT_PATH, {}, chat),
-        "chat": target("chat", gateway, CHAT_PATH, {"authorization": f"Bearer {key}"}, chat),
-        "messages": target("messages", gateway, "/v1/messages", anthropic, messages),
+        "chat": target("chat", gateway, CHAT_PATH, bearer, chat),
+        door: target(door, gateway, f"/v1/{door}", headers, body),
     }
 
 
+def door_of(results: Results) -> str:
+    return next(name for name, _ in results if name not in ("direct", "chat"))
+
+
 async def sitting(table: dict[str, Target], args: argparse.Namespace) -> Results:
-    """All the runs, rep by rep; chat and messages swap places every other rep."""
+    """All the runs, rep by rep; chat and the door swap places every other rep."""
     results: Results = {}
     for rep in range(1, args.reps + 1):
-        doors = ["chat", "messages"] if rep % 2 else ["messages", "chat"]
+        doors = ["chat", args.door] if rep % 2 else [args.door, "chat"]
         for conc in args.concs:
             for name in (["direct"] if conc == args.concs[0] else []) + doors:
                 gc.collect()
@@ -80,13 +93,14 @@ async def sitting(table: dict[str, Target], args: argparse.Namespace) -> Results
 
 
 def report(results: Results, concs: Sequence[int], c: int) -> str:
-    """The markdown table, messages over chat, and the verdict of the 10 % target."""
+    """The markdown table, the door over chat, and the verdict of the 10 % target."""
+    door = door_of(results)
     keys = [("rps", n) for n in concs] + [("cpu_us", n) for n in concs]
     keys += [(k, c) for k in ("ttfc_p50_ms", "ttfc_p99_ms", "added ttfc_p50_ms")]
     cols = [f"stream rps c={n}" for n in concs] + [f"CPU us/req c={n}" for n in concs]
     cols += [f"TTFC p50 c={c}", f"TTFC p99 c={c}", f"added TTFC p50 c={c}"]
     lines = [f"| endpoint | {' | '.join(cols)} | errors |", "|---" * (len(cols) + 2) + "|"]
-    for name in ("direct", "chat", "messages"):
+    for name in ("direct", "chat", door):
         cells = [
             med(
                 column(results, name, n, k, "direct")
@@ -99,15 +113,15 @@ def report(results: Results, concs: Sequence[int], c: int) -> str:
         lines.append(f"| {name} | {' | '.join(cells)} | {errors:.0f} |")
     shares = {(k, n): share(results, k, n) for k, n in keys}
     lines.append(
-        f"| messages / chat, per rep | {' | '.join(f'{x:+.1%}' for x in shares.values())} | |"
+        f"| {door} / chat, per rep | {' | '.join(f'{x:+.1%}' for x in shares.values())} | |"
     )
     return "\n".join([*lines, "", verdict(results, concs, shares, c)])
 
 
 def share(results: Results, key: str, conc: int) -> float:
-    """Messages over chat, minus one: the median of the reps' ratios (each rep's two runs
+    """The door over chat, minus one: the median of the reps' ratios (each rep's two runs
     are next to each other in time, so the machine's drift mostly cancels)."""
-    msgs, chat = (column(results, n, conc, key, "direct") for n in ("messages", "chat"))
+    msgs, chat = (column(results, n, conc, key, "direct") for n in (door_of(results), "chat"))
     return statistics.median(m / c for m, c in zip(msgs, chat, strict=True)) - 1
 
 
@@ -117,7 +131,7 @@ def verdict(
     slow = [f"c={n} {shares['rps', n]:+.1%}" for n in concs if shares["rps", n] < -0.10]
     gap = [
         statistics.median(column(results, n, c, "added ttfc_p50_ms", "direct"))
-        for n in ("messages", "chat")
+        for n in (door_of(results), "chat")
     ]
     late = shares["added ttfc_p50_ms", c]
     rps = "no (" + ", ".join(slow) + ")" if slow else "yes"
@@ -154,13 +168,15 @@ def run_all(args: argparse.Namespace, upstream: Path) -> Results:
             started(gateway(home), GATEWAY_PORT, env) as gateway_pid,
         ):
             key = (Path(home) / "dev-key").read_text().strip()
-            table = targets(key, upstream_pid, gateway_pid)
+            table = targets(key, upstream_pid, gateway_pid, args.door)
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
                 return runner.run(bench(table, args))
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sitting_args(__doc__, reps=20, concs=[1, 16, 64]).parse_args(argv)
+    parser = sitting_args(__doc__, reps=20, concs=[1, 16, 64])
+    parser.add_argument("--door", choices=("messages", "responses"), default="messages")
+    args = parser.parse_args(argv)
     began = time.monotonic()
     results = run_all(args, kit_upstream(args.kit))
     print(report(results, args.concs, args.concs[0]))

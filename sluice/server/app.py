@@ -34,6 +34,7 @@ from sluice.exchange.services import Services
 from sluice.exchange.tenants import Tenants
 from sluice.frontdoors.chat import ChatCompletionsDoor
 from sluice.frontdoors.messages.door import MessagesDoor
+from sluice.frontdoors.responses.door import ResponsesDoor
 from sluice.ids import IdFactory
 from sluice.routing.catalog import Catalog
 from sluice.server import endpoints, request_list, spend_report
@@ -64,7 +65,7 @@ from sluice.wire.errors import error_event, error_json
 
 _log = logging.getLogger("sluice.access")
 _T = TypeVar("_T")
-_METERED = frozenset(("/v1/chat/completions", "/v1/messages"))
+_METERED = frozenset(("/v1/chat/completions", "/v1/messages", "/v1/responses"))
 _QUICK = frozenset(
     ("/v1/models", request_list.LIST_PATH, spend_report.SPEND_PATH, COUNT_TOKENS_PATH)
 )
@@ -118,6 +119,7 @@ class Gateway:
             "/v1/models": {"GET": (endpoints.models, True)},
             "/v1/chat/completions": {"POST": (partial(serve_door, ChatCompletionsDoor()), True)},
             "/v1/messages": {"POST": (partial(serve_door, messages), True)},
+            "/v1/responses": {"POST": (partial(serve_door, ResponsesDoor()), True)},
             COUNT_TOKENS_PATH: {"POST": (count_tokens, True)},
             request_list.LIST_PATH: {"GET": (request_list.own_requests, True)},
             LIVE_PATH: {"GET": (live_requests, False)},  # an API key or the admin key

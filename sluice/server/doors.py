@@ -21,7 +21,12 @@ if TYPE_CHECKING:
     from sluice.server.app import Gateway
 
 LOGGED = MappingProxyType(
-    {"/v1/chat/completions": "chat", "/v1/messages": "messages", COUNT_TOKENS_PATH: "count_tokens"}
+    {
+        "/v1/chat/completions": "chat",
+        "/v1/messages": "messages",
+        "/v1/responses": "responses",
+        COUNT_TOKENS_PATH: "count_tokens",
+    }
 )
 """Paths whose requests get request-log rows, and the front door each row names."""
 

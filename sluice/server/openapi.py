@@ -49,6 +49,7 @@ from sluice.server.openapi_answers import (
     live_events,
     messages_events,
     ref,
+    responses_events,
 )
 from sluice.server.reload import Reloaded
 from sluice.storage.base import REQUEST_STATUSES, RequestRecord
@@ -62,6 +63,7 @@ from sluice.wire.messages import (
     Message,
     MessagesRequest,
 )
+from sluice.wire.responses import Response, ResponsesRequest
 
 OPENAPI_PATH = "/openapi.json"
 
@@ -140,6 +142,10 @@ def _count_example() -> Schema:
     return {"model": "sluice/demo", "messages": [{"role": "user", "content": "Hi"}]}
 
 
+def _responses_example() -> Schema:
+    return {"model": "sluice/demo", "input": "Hi", "stream": True}
+
+
 def _account_example() -> Schema:
     return {"name": "example", "credits": "25", "budget": "100", "budget_period": "monthly"}
 
@@ -200,6 +206,9 @@ ENDPOINTS: Final = (
     Endpoint(path="/v1/messages/count_tokens", method="post", summary="Input tokens of a "
              "Messages prompt", body=CountTokensRequest, answer=CountTokens, key=_MESSAGES_KEY,
              errors=(400, 401, 403, 404, 413, 429), messages_wire=True, example=_count_example),
+    Endpoint(path="/v1/responses", method="post", summary="A response, streamed or whole (the "
+             "Responses wire)", body=ResponsesRequest, answer=Response, stream=responses_events,
+             errors=_RUN, example=_responses_example),
     Endpoint(path="/v1/models", method="get", summary="The models and routes this key may "
              "ask for", answer=ModelList, errors=(401, 429)),
     Endpoint(path="/v1/requests", method="get", summary="This account's request log, newest "

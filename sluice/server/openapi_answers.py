@@ -21,11 +21,12 @@ from sluice.storage.spend import SpendBy
 from sluice.wire.chunks import ChatCompletionChunk
 from sluice.wire.errors import StreamErrorEvent
 from sluice.wire.messages import ErrorEvent, MessageDelta, MessageStart
+from sluice.wire.responses import Response
 
 REF_TEMPLATE: Final = "#/components/schemas/{name}"
 Schema = dict[str, Any]
 STREAMED_TYPES: Final = (ChatCompletionChunk, StreamErrorEvent, MessageStart, MessageDelta,
-                         ErrorEvent, LiveSnapshot)  # fmt: skip
+                         ErrorEvent, LiveSnapshot, Response)  # fmt: skip
 """The types the streamed answers' events carry (their schemas are components)."""
 
 
@@ -219,6 +220,23 @@ def messages_events() -> Schema:
         _event("message_delta", ref(MessageDelta)),
         _event("error", ref(ErrorEvent)),
         *(_event(name, _typed(name)) for name in named),
+    ]}  # fmt: skip
+
+
+def responses_events() -> Schema:
+    """Each event named by its ``type``; the ones that carry the response, described."""
+    whole = ("response.created", "response.in_progress", "response.completed",
+             "response.incomplete", "response.failed")  # fmt: skip
+    carrying = {
+        "type": "object",
+        "required": ["type", "response", "sequence_number"],
+        "properties": {"response": ref(Response), "sequence_number": {"type": "integer"}},
+    }
+    other = {"type": "object", "required": ["type", "sequence_number"]}
+    return {"oneOf": [
+        *(_event(name, carrying) for name in whole),
+        {"type": "object", "required": ["event", "data"],
+         "properties": {"event": {"not": {"enum": list(whole)}}, "data": _json_data(other)}},
     ]}  # fmt: skip
 
 

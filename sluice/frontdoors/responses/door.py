@@ -1,0 +1,59 @@
+"""``POST /v1/responses``: the OpenAI Responses wire, decoded and encoded over the
+exchange (docs/responses.md).
+
+The stream is SSE with ``event:`` names (:mod:`.encode`); while the gateway waits for
+the first upstream event it sends SSE comments. Errors before the stream are OpenAI's
+error body; after it started, ``response.failed`` with the usage so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sluice.core.tally import Opening, Tally
+from sluice.errors import ApiError
+from sluice.frontdoors.chat import SSE_HEADERS
+from sluice.frontdoors.responses.decode import decode_responses_request
+from sluice.frontdoors.responses.echo import Echo
+from sluice.frontdoors.responses.encode import ResponsesStreamEncoder, response_body
+from sluice.frontdoors.responses.objects import event
+from sluice.wire.chat import ChatRequest
+from sluice.wire.chunks import CompletionChoice
+from sluice.wire.encode import StreamIdentity
+from sluice.wire.errors import error_json
+from sluice.wire.sse import KEEPALIVE_COMMENT
+
+
+class ResponsesDoor:
+    name = "responses"
+    key_header = None
+    request_id_header = None
+    stream_headers = SSE_HEADERS
+    keepalive = KEEPALIVE_COMMENT
+
+    def decode(
+        self, body: bytes | bytearray, headers: Mapping[str, str], max_depth: int
+    ) -> ChatRequest:
+        return decode_responses_request(body, max_depth)
+
+    def stream_encoder(
+        self, identity: StreamIdentity, opening: Opening, req: ChatRequest
+    ) -> ResponsesStreamEncoder:
+        return ResponsesStreamEncoder(identity, Echo(req))
+
+    def completion(
+        self,
+        identity: StreamIdentity,
+        choices: list[CompletionChoice],
+        tally: Tally,
+        req: ChatRequest,
+    ) -> bytes:
+        return response_body(identity, Echo(req), choices[0], tally)
+
+    def error_body(self, err: ApiError) -> bytes:
+        return error_json(err)
+
+    def error_event(self, err: ApiError, tally: Tally | None) -> bytes:
+        """A failure before any response event (after keep-alives): the ``error`` event."""
+        detail = {"code": err.code or err.type, "message": err.message, "param": err.param}
+        return event("error", {**detail, "sequence_number": 0})

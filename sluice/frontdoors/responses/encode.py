@@ -1,0 +1,352 @@
+"""Our chunks → the Responses stream's events, and a whole answer → a response object.
+
+The stream opens with ``response.created`` and ``response.in_progress`` (the response
+with empty ``output``), then one output item at a time: ``response.output_item.added``,
+its parts and deltas, ``response.output_item.done`` with the item whole. Reasoning is a
+``reasoning`` item whose summary carries the upstream's thinking text; text is a
+``message`` item with one ``output_text`` part (a refusal's text too: Codex drops a
+message holding a ``refusal`` part); each tool call is a ``function_call`` item (a
+``custom_tool_call`` for a free-form tool). Calls stay open until the answer ends, so
+an upstream that interleaves its calls' arguments is followed as it streams. The end
+is ``response.completed`` (``response.incomplete`` when the output was cut at
+``max_output_tokens`` or filtered) with the whole output and usage. Every event
+carries its ``sequence_number``, from 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import msgspec
+
+from sluice.core.batch import ChunkBatch
+from sluice.core.tally import Tally
+from sluice.errors import ApiError
+from sluice.frontdoors.responses.echo import Echo
+from sluice.frontdoors.responses.objects import (
+    event,
+    failed,
+    response_id,
+    response_object,
+    settle,
+)
+from sluice.frontdoors.responses.tools import custom_input
+from sluice.wire.chunks import CompletionChoice, Delta, ToolCallDelta, text_only
+from sluice.wire.encode import StreamIdentity
+from sluice.wire.responses import (
+    OutCustomCall,
+    OutFunctionCall,
+    OutItem,
+    OutMessage,
+    OutputText,
+    OutReasoning,
+    Response,
+    SummaryPart,
+)
+
+_ENCODER = msgspec.json.Encoder()
+_DELTAS = MappingProxyType(
+    {
+        "message": (b"response.output_text.delta", b'"content_index":0,"logprobs":[],'),
+        "reasoning": (b"response.reasoning_summary_text.delta", b'"summary_index":0,'),
+        "call": (b"response.function_call_arguments.delta", b""),
+    }
+)
+"""Per item kind: the name of its delta event, and the fields before the delta."""
+
+
+class _Item:
+    """One output item as it streams: its kind, id, index and what it gathered."""
+
+    __slots__ = ("arguments", "call_id", "custom", "id", "index", "kind", "name", "prefix", "text")
+
+    def __init__(self, kind: str, item_id: str, index: int) -> None:
+        self.kind, self.id, self.index = kind, item_id, index
+        name, where = _DELTAS[kind]
+        head = b'{"type":"%s","item_id":"%s","output_index":%d,%s"delta":' % (
+            name,
+            item_id.encode(),
+            index,
+            where,
+        )
+        self.prefix = b"event: " + name + b"\ndata: " + head
+        self.text: list[str] = []
+        self.arguments: list[str] = []
+        self.call_id = self.name = ""
+        self.custom = False
+
+
+class ResponsesStreamEncoder:
+    __slots__ = (
+        "_calls",
+        "_echo",
+        "_finish",
+        "_identity",
+        "_items",
+        "_open",
+        "_output",
+        "_response",
+        "_seq",
+        "_started",
+        "_suffix",
+    )
+
+    def __init__(self, identity: StreamIdentity, echo: Echo) -> None:
+        self._identity, self._echo = identity, echo
+        self._response = response_object(identity, echo, "in_progress", [])
+        self._suffix = response_id(identity).partition("_")[2]
+        self._seq = 0
+        self._started = False
+        self._items: list[_Item] = []
+        self._open: _Item | None = None  # the open reasoning or message item
+        self._calls: dict[int, _Item] = {}  # our tool-call index → its open item
+        self._finish: str | None = None
+        self._output: list[OutItem] = []
+
+    def events(self, batch: ChunkBatch) -> bytes:
+        out: list[bytes] = []
+        if not self._started:
+            self._start(out)
+        for choices in batch:
+            for choice in choices:
+                if choice.index != 0:
+                    continue
+                delta, item = choice.delta, self._open
+                if item is not None and item.kind == "message" and text_only(delta):
+                    assert isinstance(delta.content, str)  # most chunks: more text
+                    item.text.append(delta.content)
+                    out.append(self._part_event(item, delta.content))
+                else:
+                    self._delta(delta, out)
+                if choice.finish_reason is not None:
+                    self._finish = choice.finish_reason
+        return b"".join(out)
+
+    def ending(self, tally: Tally | None) -> bytes:
+        out: list[bytes] = []
+        if not self._started:
+            self._start(out)
+        self._close_all(out)
+        response = self._whole()
+        settle(response, self._finish, tally, self._identity.created)
+        kind = "response.completed" if response.status == "completed" else "response.incomplete"
+        out.append(self._event(kind, {"response": response}))
+        return b"".join(out)
+
+    def failure(self, err: ApiError, tally: Tally | None) -> bytes:
+        out: list[bytes] = []
+        if not self._started:
+            self._start(out)
+        self._close_all(out)
+        response = failed(self._whole(), err, tally)
+        out.append(self._event("response.failed", {"response": response}))
+        return b"".join(out)
+
+    # --- events ---------------------------------------------------------------------
+
+    def _event(self, kind: str, payload: Mapping[str, object]) -> bytes:
+        self._seq += 1
+        return event(kind, {**payload, "sequence_number": self._seq - 1})
+
+    def _start(self, out: list[bytes]) -> None:
+        """``response.created`` and ``response.in_progress``: one response, encoded once."""
+        self._started = True
+        body = _ENCODER.encode(self._response)
+        for kind in (b"response.created", b"response.in_progress"):
+            head = b"event: " + kind + b'\ndata: {"type":"' + kind + b'","response":'
+            out.append(head + body + b',"sequence_number":%d}\n\n' % self._seq)
+            self._seq += 1
+
+    def _whole(self) -> Response:
+        return response_object(self._identity, self._echo, "in_progress", self._output)
+
+    def _delta(self, delta: Delta, out: list[bytes]) -> None:
+        reasoning = delta.reasoning_content
+        if isinstance(reasoning, str) and reasoning:
+            item = self._ensure("reasoning", out)
+            item.text.append(reasoning)
+            out.append(self._part_event(item, reasoning))
+        for text in (delta.content, delta.refusal):
+            if isinstance(text, str) and text:
+                item = self._ensure("message", out)
+                item.text.append(text)
+                out.append(self._part_event(item, text))
+        calls = delta.tool_calls
+        if isinstance(calls, list):
+            for call in calls:
+                self._call(call, out)
+
+    def _part_event(self, item: _Item, delta: str) -> bytes:
+        """A delta of the item: its fixed prefix, the text, the sequence number."""
+        self._seq += 1
+        return (
+            item.prefix + _ENCODER.encode(delta) + b',"sequence_number":%d}\n\n' % (self._seq - 1)
+        )
+
+    def _ensure(self, kind: str, out: list[bytes]) -> _Item:
+        """The open item of ``kind``, opened (after closing the rest) when it is not."""
+        item = self._open
+        if item is not None and item.kind == kind:
+            return item
+        self._close_all(out)
+        prefix = "rs" if kind == "reasoning" else "msg"
+        item = self._new(kind, prefix)
+        self._open = item
+        if kind == "reasoning":
+            added = OutReasoning(id=item.id, summary=[])
+            out.append(self._added(item, added))
+            part = SummaryPart("")
+            where = {"item_id": item.id, "output_index": item.index, "summary_index": 0}
+            out.append(
+                self._event("response.reasoning_summary_part.added", {**where, "part": part})
+            )
+        else:
+            out.append(self._added(item, OutMessage(id=item.id, status="in_progress", content=[])))
+            where = {"item_id": item.id, "output_index": item.index, "content_index": 0}
+            text = OutputText("")
+            out.append(self._event("response.content_part.added", {**where, "part": text}))
+        return item
+
+    def _new(self, kind: str, prefix: str) -> _Item:
+        index = len(self._items)
+        item = _Item(kind, f"{prefix}_{self._suffix}_{index}", index)
+        self._items.append(item)
+        self._output.append(OutMessage(id=item.id, status="in_progress", content=[]))
+        return item
+
+    def _added(self, item: _Item, whole: OutItem) -> bytes:
+        payload = {"output_index": item.index, "item": whole}
+        return self._event("response.output_item.added", payload)
+
+    def _call(self, call: ToolCallDelta, out: list[bytes]) -> None:
+        fn = call.function
+        item = self._calls.get(call.index)
+        if item is None and isinstance(call.id, str):
+            if self._open is not None:
+                self._close(self._open, out)
+                self._open = None
+            item = self._new("call", "fc")
+            item.call_id = call.id
+            name = "" if isinstance(fn, msgspec.UnsetType) else fn.name
+            item.name = name if isinstance(name, str) else ""
+            item.custom = self._echo.names.is_custom(item.name)
+            self._calls[call.index] = item
+            out.append(self._added(item, self._call_item(item, "in_progress")))
+        if item is None or isinstance(fn, msgspec.UnsetType):
+            return
+        arguments = fn.arguments
+        if isinstance(arguments, str) and arguments:
+            item.arguments.append(arguments)
+            if not item.custom:
+                out.append(self._part_event(item, arguments))
+
+    def _call_item(self, item: _Item, status: str) -> OutFunctionCall | OutCustomCall:
+        namespace, name = self._echo.names.split(item.name)
+        arguments = "".join(item.arguments)
+        if item.custom:
+            text = custom_input(arguments) if status == "completed" else ""
+            return OutCustomCall(
+                id=item.id,
+                call_id=item.call_id,
+                name=name,
+                input=text,
+                status=status,
+                namespace=namespace,
+            )
+        return OutFunctionCall(
+            id=item.id,
+            call_id=item.call_id,
+            name=name,
+            arguments=arguments,
+            status=status,
+            namespace=namespace,
+        )
+
+    def _close_all(self, out: list[bytes]) -> None:
+        if self._open is not None:
+            self._close(self._open, out)
+            self._open = None
+        for item in self._calls.values():
+            self._close(item, out)
+        self._calls.clear()
+
+    def _close(self, item: _Item, out: list[bytes]) -> None:
+        where: dict[str, object] = {"item_id": item.id, "output_index": item.index}
+        whole: OutItem
+        if item.kind == "reasoning":
+            text = "".join(item.text)
+            where["summary_index"] = 0
+            out.append(self._event("response.reasoning_summary_text.done", {**where, "text": text}))
+            summary = SummaryPart(text)
+            out.append(
+                self._event("response.reasoning_summary_part.done", {**where, "part": summary})
+            )
+            whole = OutReasoning(id=item.id, summary=[summary])
+        elif item.kind == "message":
+            text = "".join(item.text)
+            where |= {"content_index": 0}
+            done = {**where, "text": text, "logprobs": []}
+            out.append(self._event("response.output_text.done", done))
+            part = OutputText(text)
+            out.append(self._event("response.content_part.done", {**where, "part": part}))
+            whole = OutMessage(id=item.id, status="completed", content=[part])
+        else:
+            call = self._call_item(item, "completed")
+            if isinstance(call, OutFunctionCall):
+                done = {**where, "name": call.name, "arguments": call.arguments}
+                out.append(self._event("response.function_call_arguments.done", done))
+            else:
+                done = {**where, "input": call.input}
+                out.append(self._event("response.custom_tool_call_input.done", done))
+            whole = call
+        self._output[item.index] = whole
+        out.append(
+            self._event("response.output_item.done", {"output_index": item.index, "item": whole})
+        )
+
+
+def response_body(
+    identity: StreamIdentity, echo: Echo, choice: CompletionChoice, tally: Tally
+) -> bytes:
+    """A whole answer: its reasoning, its text, its tool calls, in that order."""
+    message = choice.message
+    suffix = response_id(identity).partition("_")[2]
+    output: list[OutItem] = []
+    reasoning = message.reasoning_content
+    if isinstance(reasoning, str) and reasoning:
+        output.append(OutReasoning(id=f"rs_{suffix}_0", summary=[SummaryPart(reasoning)]))
+    texts = [t for t in (message.content, message.refusal) if isinstance(t, str) and t]
+    if texts:
+        part = OutputText("".join(texts))
+        output.append(
+            OutMessage(id=f"msg_{suffix}_{len(output)}", status="completed", content=[part])
+        )
+    for call in message.tool_calls or ():
+        namespace, name = echo.names.split(call.function.name)
+        item_id, arguments = f"fc_{suffix}_{len(output)}", call.function.arguments
+        if echo.names.is_custom(call.function.name):
+            output.append(
+                OutCustomCall(
+                    id=item_id,
+                    call_id=call.id,
+                    name=name,
+                    input=custom_input(arguments),
+                    status="completed",
+                    namespace=namespace,
+                )
+            )
+        else:
+            output.append(
+                OutFunctionCall(
+                    id=item_id,
+                    call_id=call.id,
+                    name=name,
+                    arguments=arguments,
+                    status="completed",
+                    namespace=namespace,
+                )
+            )
+    response = response_object(identity, echo, "completed", output)
+    settle(response, choice.finish_reason, tally, identity.created)
+    return _ENCODER.encode(response)
