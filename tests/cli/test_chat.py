@@ -66,6 +66,12 @@ def key(gw: RunningGateway) -> str:
     return gw.dev_key.key
 
 
+def as_at_a_terminal() -> None:
+    """Ctrl-C interrupts, as in a person's shell: a test suite started in the background
+    of a script has SIGINT ignored, and that would be inherited."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @asynccontextmanager
 async def chat(tmp_path: Path, url: str, key: str) -> AsyncIterator[Chat]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "SLUICE_HOME": str(tmp_path / "client")}
@@ -76,6 +82,7 @@ async def chat(tmp_path: Path, url: str, key: str) -> AsyncIterator[Chat]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=env,
+        preexec_fn=as_at_a_terminal,
     )
     try:
         session = Chat(proc)
@@ -140,6 +147,7 @@ def pty_chat(url: str, history: Path) -> tuple[int, int]:
     """``sluice chat`` on a pseudo-terminal, as a person's shell runs it: (pid, fd)."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: the chat, its terminal the pty
+        as_at_a_terminal()
         args = ["chat", "--url", url, "--api-key", "sk-any", "--history", str(history)]
         os.execv(sys.executable, [sys.executable, "-m", "sluice", *args])
     return pid, fd
