@@ -54,12 +54,25 @@ _DELTAS = MappingProxyType(
     }
 )
 """Per item kind: the name of its delta event, and the fields before the delta."""
+_SEQ = b',"sequence_number":%d}\n\n'
+_EMPTY_PART = b',"part":{"type":"output_text","text":"","annotations":[],"logprobs":[]}'
 
 
 class _Item:
     """One output item as it streams: its kind, id, index and what it gathered."""
 
-    __slots__ = ("arguments", "call_id", "custom", "id", "index", "kind", "name", "prefix", "text")
+    __slots__ = (
+        "arguments",
+        "call_id",
+        "custom",
+        "id",
+        "index",
+        "kind",
+        "name",
+        "prefix",
+        "text",
+        "where",
+    )
 
     def __init__(self, kind: str, item_id: str, index: int) -> None:
         self.kind, self.id, self.index = kind, item_id, index
@@ -71,6 +84,10 @@ class _Item:
             where,
         )
         self.prefix = b"event: " + name + b"\ndata: " + head
+        self.where = b'"item_id":"%s","output_index":%d,"content_index":0' % (
+            item_id.encode(),
+            index,
+        )
         self.text: list[str] = []
         self.arguments: list[str] = []
         self.call_id = self.name = ""
@@ -114,9 +131,11 @@ class ResponsesStreamEncoder:
                     continue
                 delta, item = choice.delta, self._open
                 if item is not None and item.kind == "message" and text_only(delta):
-                    assert isinstance(delta.content, str)  # most chunks: more text
-                    item.text.append(delta.content)
-                    out.append(self._part_event(item, delta.content))
+                    text = delta.content
+                    assert isinstance(text, str)  # most chunks: more text
+                    item.text.append(text)
+                    self._seq += 1
+                    out.append(item.prefix + _ENCODER.encode(text) + _SEQ % (self._seq - 1))
                 else:
                     self._delta(delta, out)
                 if choice.finish_reason is not None:
@@ -159,7 +178,9 @@ class ResponsesStreamEncoder:
             self._seq += 1
 
     def _whole(self) -> Response:
-        return response_object(self._identity, self._echo, "in_progress", self._output)
+        """The response with the output so far (the one the stream opened with)."""
+        self._response.output = self._output
+        return self._response
 
     def _delta(self, delta: Delta, out: list[bytes]) -> None:
         reasoning = delta.reasoning_content
@@ -194,19 +215,39 @@ class ResponsesStreamEncoder:
         item = self._new(kind, prefix)
         self._open = item
         if kind == "reasoning":
-            added = OutReasoning(id=item.id, summary=[])
-            out.append(self._added(item, added))
-            part = SummaryPart("")
+            out.append(self._added(item, OutReasoning(id=item.id, summary=[])))
             where = {"item_id": item.id, "output_index": item.index, "summary_index": 0}
-            out.append(
-                self._event("response.reasoning_summary_part.added", {**where, "part": part})
-            )
-        else:
-            out.append(self._added(item, OutMessage(id=item.id, status="in_progress", content=[])))
-            where = {"item_id": item.id, "output_index": item.index, "content_index": 0}
-            text = OutputText("")
-            out.append(self._event("response.content_part.added", {**where, "part": text}))
+            summary = {**where, "part": SummaryPart("")}
+            out.append(self._event("response.reasoning_summary_part.added", summary))
+        else:  # built from bytes: the common case, kept cheap
+            opened = OutMessage(id=item.id, status="in_progress", content=[])
+            head = b'"output_index":%d,"item":' % item.index
+            out.append(self._raw(b"response.output_item.added", head + _ENCODER.encode(opened)))
+            out.append(self._raw(b"response.content_part.added", item.where + _EMPTY_PART))
         return item
+
+    def _raw(self, kind: bytes, fields: bytes) -> bytes:
+        """An event from its JSON fields' bytes (between the type and the sequence)."""
+        self._seq += 1
+        head = b"event: " + kind + b'\ndata: {"type":"' + kind + b'",'
+        return head + fields + _SEQ % (self._seq - 1)
+
+    def _close_message(self, item: _Item, out: list[bytes]) -> OutMessage:
+        text = "".join(item.text)
+        encoded = _ENCODER.encode(text)
+        out.append(
+            self._raw(
+                b"response.output_text.done", item.where + b',"text":' + encoded + b',"logprobs":[]'
+            )
+        )
+        part = b'{"type":"output_text","text":' + encoded + b',"annotations":[],"logprobs":[]}'
+        out.append(self._raw(b"response.content_part.done", item.where + b',"part":' + part))
+        whole = (
+            b'{"type":"message","id":"%s","status":"completed","role":"assistant","content":[%s]}'
+        )
+        fields = b'"output_index":%d,"item":' % item.index + whole % (item.id.encode(), part)
+        out.append(self._raw(b"response.output_item.done", fields))
+        return OutMessage(id=item.id, status="completed", content=[OutputText(text)])
 
     def _new(self, kind: str, prefix: str) -> _Item:
         index = len(self._items)
@@ -284,13 +325,8 @@ class ResponsesStreamEncoder:
             )
             whole = OutReasoning(id=item.id, summary=[summary])
         elif item.kind == "message":
-            text = "".join(item.text)
-            where |= {"content_index": 0}
-            done = {**where, "text": text, "logprobs": []}
-            out.append(self._event("response.output_text.done", done))
-            part = OutputText(text)
-            out.append(self._event("response.content_part.done", {**where, "part": part}))
-            whole = OutMessage(id=item.id, status="completed", content=[part])
+            self._output[item.index] = self._close_message(item, out)
+            return
         else:
             call = self._call_item(item, "completed")
             if isinstance(call, OutFunctionCall):
