@@ -34,6 +34,7 @@ from sluice.exchange.services import Services
 from sluice.exchange.tenants import Tenants
 from sluice.frontdoors.chat import ChatCompletionsDoor
 from sluice.frontdoors.messages.door import MessagesDoor
+from sluice.frontdoors.responses.decode import decode_responses_request
 from sluice.frontdoors.responses.door import ResponsesDoor
 from sluice.ids import IdFactory
 from sluice.routing.catalog import Catalog
@@ -44,7 +45,13 @@ from sluice.server.auth import Authenticator, credentials
 from sluice.server.call import Call, Endpoint
 from sluice.server.console import console_routes
 from sluice.server.cors import allowed_origin, cors_headers, is_preflight, preflight_headers
-from sluice.server.count_tokens import COUNT_TOKENS_PATH, CountCache, count_tokens
+from sluice.server.count_tokens import (
+    COUNT_TOKENS_PATH,
+    INPUT_TOKENS_PATH,
+    CountCache,
+    count_tokens,
+    responses_count,
+)
 from sluice.server.doors import log_unread_refusal, serve_door
 from sluice.server.endpoints import REQUEST_LOG_PREFIX
 from sluice.server.generation import Generation
@@ -67,7 +74,8 @@ _log = logging.getLogger("sluice.access")
 _T = TypeVar("_T")
 _METERED = frozenset(("/v1/chat/completions", "/v1/messages", "/v1/responses"))
 _QUICK = frozenset(
-    ("/v1/models", request_list.LIST_PATH, spend_report.SPEND_PATH, COUNT_TOKENS_PATH)
+    {"/v1/models", request_list.LIST_PATH, spend_report.SPEND_PATH, COUNT_TOKENS_PATH}
+    | {INPUT_TOKENS_PATH}
 )
 _errors = logging.getLogger("sluice.server")
 
@@ -121,6 +129,12 @@ class Gateway:
             "/v1/messages": {"POST": (partial(serve_door, messages), True)},
             "/v1/responses": {"POST": (partial(serve_door, ResponsesDoor()), True)},
             COUNT_TOKENS_PATH: {"POST": (count_tokens, True)},
+            INPUT_TOKENS_PATH: {
+                "POST": (
+                    partial(count_tokens, decode=decode_responses_request, answer=responses_count),
+                    True,
+                )
+            },
             request_list.LIST_PATH: {"GET": (request_list.own_requests, True)},
             LIVE_PATH: {"GET": (live_requests, False)},  # an API key or the admin key
             request_list.ADMIN_LIST_PATH: {"GET": (request_list.all_requests, False)},

@@ -1,5 +1,6 @@
-"""``POST /v1/messages/count_tokens``: how many input tokens a Messages request's prompt
-is, before sending it. The model must be one the caller could ask for (404 otherwise,
+"""``POST /v1/messages/count_tokens`` and ``POST /v1/responses/input_tokens``: how many
+input tokens a request's prompt is, before sending it (each answered in its wire's
+shape). The model must be one the caller could ask for (404 otherwise,
 403 outside the key's allow-list). The count is the serving provider's own where it has
 a count endpoint (``"source": "provider"``), else, or when that fails or its connection
 is cooling down (the circuit breaker), the gateway's estimate (``"estimate"``, the count
@@ -19,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
 
@@ -31,13 +32,16 @@ from sluice.exchange.heads import JSON
 from sluice.exchange.record import bounded
 from sluice.frontdoors.messages.decode import decode_count_request
 from sluice.storage.base import RequestRecord
+from sluice.wire.chat import ChatRequest
 from sluice.wire.messages import CountTokens
+from sluice.wire.responses import InputTokens
 
 if TYPE_CHECKING:
     from sluice.server.app import Gateway
     from sluice.server.call import Call
 
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+INPUT_TOKENS_PATH = "/v1/responses/input_tokens"
 KEEP_FOR: Final = 300.0
 """Seconds a provider's count is answered again for the same body."""
 _MOST: Final = 10_000
@@ -79,26 +83,45 @@ class CountCache:
         self._counts[key] = (counted, self._clock() + KEEP_FOR)
 
 
-async def count_tokens(gw: Gateway, call: Call) -> None:
+Decode = Callable[[bytes | bytearray, int], ChatRequest]
+"""A wire's request body → the prompt to count (the limit is the JSON depth)."""
+
+
+def messages_count(counted: Counted) -> bytes:
+    source: Literal["provider", "estimate"] = "estimate" if counted.target is None else "provider"
+    return _ENCODER.encode(CountTokens(counted.tokens, source))
+
+
+def responses_count(counted: Counted) -> bytes:
+    return _ENCODER.encode(InputTokens(counted.tokens))
+
+
+async def count_tokens(
+    gw: Gateway,
+    call: Call,
+    decode: Decode = decode_count_request,
+    answer: Callable[[Counted], bytes] = messages_count,
+) -> None:
     principal = call.principal
     assert principal is not None
     body = call.request.body
     key = (principal.key_id, principal.policy.models, hashlib.sha256(body).digest())
     counted = gw.counts.get(key)  # the same body again: not even decoded
     if counted is None:
-        counted = await _count(gw, principal, body)
+        counted = await _count(gw, principal, body, decode)
         gw.counts.put(key, counted)
         fresh = counted.target is not None
     else:
         fresh = False
-    answer = CountTokens(counted.tokens, "estimate" if counted.target is None else "provider")
     _log(gw, call, counted, fresh)
-    await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(answer))
+    await call.writer.send(200, [*call.headers, JSON], answer(counted))
 
 
-async def _count(gw: Gateway, principal: Principal, body: bytes | bytearray) -> Counted:
+async def _count(
+    gw: Gateway, principal: Principal, body: bytes | bytearray, decode: Decode
+) -> Counted:
     services = gw.services
-    req = await gw.decoded(partial(decode_count_request, body, services.max_json_depth), body)
+    req = await gw.decoded(partial(decode, body, services.max_json_depth), body)
     if not principal.policy.allows(req.model):
         raise PermissionDeniedError(
             f"This API key may not use model '{req.model}'.",

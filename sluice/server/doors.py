@@ -15,7 +15,7 @@ from sluice.exchange.record import refusal_record
 from sluice.exchange.refusals import REFUSAL_STATUSES
 from sluice.exchange.services import Services
 from sluice.server.call import Call
-from sluice.server.count_tokens import COUNT_TOKENS_PATH
+from sluice.server.count_tokens import COUNT_TOKENS_PATH, INPUT_TOKENS_PATH
 
 if TYPE_CHECKING:
     from sluice.server.app import Gateway
@@ -26,6 +26,7 @@ LOGGED = MappingProxyType(
         "/v1/messages": "messages",
         "/v1/responses": "responses",
         COUNT_TOKENS_PATH: "count_tokens",
+        INPUT_TOKENS_PATH: "count_tokens",
     }
 )
 """Paths whose requests get request-log rows, and the front door each row names."""

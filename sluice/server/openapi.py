@@ -63,7 +63,7 @@ from sluice.wire.messages import (
     Message,
     MessagesRequest,
 )
-from sluice.wire.responses import Response, ResponsesRequest
+from sluice.wire.responses import InputTokens, Response, ResponsesRequest
 
 OPENAPI_PATH = "/openapi.json"
 
@@ -146,6 +146,10 @@ def _responses_example() -> Schema:
     return {"model": "sluice/demo", "input": "Hi", "stream": True}
 
 
+def _input_tokens_example() -> Schema:
+    return {"model": "sluice/demo", "input": "Hi"}
+
+
 def _account_example() -> Schema:
     return {"name": "example", "credits": "25", "budget": "100", "budget_period": "monthly"}
 
@@ -209,6 +213,9 @@ ENDPOINTS: Final = (
     Endpoint(path="/v1/responses", method="post", summary="A response, streamed or whole (the "
              "Responses wire)", body=ResponsesRequest, answer=Response, stream=responses_events,
              errors=_RUN, example=_responses_example),
+    Endpoint(path="/v1/responses/input_tokens", method="post", summary="Input tokens of a "
+             "Responses prompt", body=ResponsesRequest, answer=InputTokens,
+             errors=(400, 401, 403, 404, 413, 429), example=_input_tokens_example),
     Endpoint(path="/v1/models", method="get", summary="The models and routes this key may "
              "ask for", answer=ModelList, errors=(401, 429)),
     Endpoint(path="/v1/requests", method="get", summary="This account's request log, newest "

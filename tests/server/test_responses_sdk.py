@@ -207,3 +207,22 @@ async def test_bad_input_is_a_precise_400_and_nothing_goes_upstream(
     if code is not None:
         assert error["code"] == code
     assert fake.requests == []
+
+
+async def test_input_tokens_counts_a_responses_prompt_as_a_hold_would(tmp_path: Path) -> None:
+    """``POST /v1/responses/input_tokens``: the gateway's estimate where no provider
+    counts (the demo), in OpenAI's shape; more input, more tokens; logged as a count."""
+    async with running_gateway(tmp_path) as gw, sdk(gw) as client:
+        short = await client.responses.input_tokens.count(model="sluice/demo", input="Hi")
+        longer = await client.responses.input_tokens.count(
+            model="sluice/demo", instructions="Be brief.", input="Hi " * 200
+        )
+        with pytest.raises(BadRequestError) as caught:
+            await client.responses.input_tokens.count(
+                model="sluice/demo",
+                input=[{"type": "mystery"}],  # type: ignore[list-item,misc]
+            )
+    assert short.object == "response.input_tokens"
+    assert 0 < short.input_tokens < longer.input_tokens
+    assert isinstance(caught.value.body, dict)
+    assert caught.value.body["param"] == "input[0].type"
