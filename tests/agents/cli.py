@@ -31,9 +31,16 @@ async def run(
     name: str, args: Sequence[str], cwd: Path, env: dict[str, str]
 ) -> tuple[int, str, str]:
     """Its exit code, stdout and stderr; killed past :data:`LIMIT`."""
+    return await run_program(str(installed(name)), args, cwd, env)
+
+
+async def run_program(
+    program: str, args: Sequence[str], cwd: Path, env: dict[str, str]
+) -> tuple[int, str, str]:
+    """Any program, the same way (``node`` with a script, for one)."""
     await asyncio.to_thread(cwd.mkdir, parents=True, exist_ok=True)
     process = await asyncio.create_subprocess_exec(
-        str(installed(name)),
+        program,
         *args,
         cwd=cwd,
         env=env,

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -211,3 +211,15 @@ class FakeUpstream:
         await writer.drain()
         self.closed_streams += 1
         return True
+
+
+@contextlib.asynccontextmanager
+async def responding(responder: Callable[[Recorded], Reply | None]) -> AsyncIterator[FakeUpstream]:
+    """A started fake upstream that answers each request with ``responder``'s reply."""
+    fake = FakeUpstream()
+    fake.responder = responder
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.close()
