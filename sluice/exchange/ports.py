@@ -97,6 +97,10 @@ class FrontDoor(Protocol):
         self, body: bytes | bytearray, headers: Mapping[str, str], max_depth: int
     ) -> ChatRequest: ...
 
+    def answer_headers(self, req: ChatRequest) -> Sequence[tuple[str, str]]:
+        """Headers of every answer to ``req`` that depend on the request (none: empty)."""
+        ...
+
     def stream_encoder(
         self, identity: StreamIdentity, opening: Opening, req: ChatRequest
     ) -> StreamEncoder:

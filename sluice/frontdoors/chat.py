@@ -74,6 +74,9 @@ class ChatCompletionsDoor:
     ) -> ChatRequest:
         return decode_chat_request(body, max_depth)
 
+    def answer_headers(self, req: ChatRequest) -> tuple[tuple[str, str], ...]:
+        return ()
+
     def stream_encoder(
         self, identity: StreamIdentity, opening: Opening, req: ChatRequest
     ) -> ChatStreamEncoder:

@@ -47,8 +47,10 @@ async def serve_door(door: FrontDoor, gw: Gateway, call: Call) -> None:
     req = await gw.decoded(partial(door.decode, body, headers, services.max_json_depth), body)
     call.request.body = b""  # decoded: the raw bytes need not live as long as the request
     incoming = call.request.headers  # a client's traceparent, when tracing is on
+    extra = door.answer_headers(req)
+    answering = [*call.headers, *extra] if extra else call.headers
     exchange = call.exchange = Exchange(
-        services, door, call.writer, call.headers, incoming, counted=True
+        services, door, call.writer, answering, incoming, counted=True
     )
     await exchange.run(
         req, call.principal, request_id=call.request_id, created=call.created, started=call.started

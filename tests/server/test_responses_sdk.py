@@ -226,3 +226,27 @@ async def test_input_tokens_counts_a_responses_prompt_as_a_hold_would(tmp_path: 
     assert 0 < short.input_tokens < longer.input_tokens
     assert isinstance(caught.value.body, dict)
     assert caught.value.body["param"] == "input[0].type"
+
+
+async def test_hosted_tools_are_left_out_and_named_in_a_header(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    """Codex offers web_search by default: no upstream Sluice reaches runs it, so it is
+    left out (never a 400 that stops the agent) and the answer says so."""
+    fake.queue(Reply.json(completion("Hi.", usage={"prompt_tokens": 5, "completion_tokens": 1})))
+    hosted: list[Any] = [
+        {"type": "web_search"},
+        {"type": "file_search", "vector_store_ids": ["vs_1"]},
+        {"type": "evil\r\nset-cookie: x"},
+        WEATHER_TOOL,
+    ]
+    async with running_gateway(tmp_path, openai_connection_toml(fake.base_url)) as gw:
+        async with sdk(gw) as client:
+            raw = await client.responses.with_raw_response.create(
+                model="test/gpt-fake", input="Hi", tools=hosted
+            )
+    assert raw.headers["x-sluice-omitted-tools"] == "web_search, file_search, other"
+    assert "set-cookie" not in raw.headers
+    assert raw.parse().output_text == "Hi."
+    sent = fake.requests[0].json()
+    assert [tool["function"]["name"] for tool in sent["tools"]] == ["get_weather"]

@@ -35,6 +35,9 @@ class MessagesDoor:
     ) -> ChatRequest:
         return decode_messages_request(body, headers, max_depth)
 
+    def answer_headers(self, req: ChatRequest) -> tuple[tuple[str, str], ...]:
+        return ()
+
     def stream_encoder(
         self, identity: StreamIdentity, opening: Opening, req: ChatRequest
     ) -> MessagesStreamEncoder:

@@ -8,6 +8,7 @@ error body; after it started, ``response.failed`` with the usage so far.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from sluice.core.tally import Opening, Tally
@@ -17,11 +18,16 @@ from sluice.frontdoors.responses.decode import decode_responses_request
 from sluice.frontdoors.responses.echo import Echo
 from sluice.frontdoors.responses.encode import ResponsesStreamEncoder, response_body
 from sluice.frontdoors.responses.objects import event
-from sluice.wire.chat import ChatRequest
+from sluice.frontdoors.responses.tools import ToolNames
+from sluice.wire.chat import ChatRequest, NativeFields
 from sluice.wire.chunks import CompletionChoice
 from sluice.wire.encode import StreamIdentity
 from sluice.wire.errors import error_json
 from sluice.wire.sse import KEEPALIVE_COMMENT
+
+OMITTED_TOOLS_HEADER = "x-sluice-omitted-tools"
+_TOOL_TYPE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+"""A tool type as it may stand in a header (others are named ``other``)."""
 
 
 class ResponsesDoor:
@@ -35,6 +41,16 @@ class ResponsesDoor:
         self, body: bytes | bytearray, headers: Mapping[str, str], max_depth: int
     ) -> ChatRequest:
         return decode_responses_request(body, max_depth)
+
+    def answer_headers(self, req: ChatRequest) -> tuple[tuple[str, str], ...]:
+        """``X-Sluice-Omitted-Tools``: the hosted tools left out of the upstream request."""
+        native = req.native
+        tools = native.fields.get("tools") if isinstance(native, NativeFields) else None
+        omitted = ToolNames(tools).omitted if tools is not None else []
+        if not omitted:
+            return ()
+        names = [name if _TOOL_TYPE.fullmatch(name) else "other" for name in omitted[:16]]
+        return ((OMITTED_TOOLS_HEADER, ", ".join(dict.fromkeys(names))),)
 
     def stream_encoder(
         self, identity: StreamIdentity, opening: Opening, req: ChatRequest
