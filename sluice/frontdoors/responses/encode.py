@@ -100,7 +100,6 @@ class ResponsesStreamEncoder:
         "_echo",
         "_finish",
         "_identity",
-        "_items",
         "_open",
         "_output",
         "_response",
@@ -115,7 +114,6 @@ class ResponsesStreamEncoder:
         self._suffix = response_id(identity).partition("_")[2]
         self._seq = 0
         self._started = False
-        self._items: list[_Item] = []
         self._open: _Item | None = None  # the open reasoning or message item
         self._calls: dict[int, _Item] = {}  # our tool-call index → its open item
         self._finish: str | None = None
@@ -171,11 +169,9 @@ class ResponsesStreamEncoder:
     def _start(self, out: list[bytes]) -> None:
         """``response.created`` and ``response.in_progress``: one response, encoded once."""
         self._started = True
-        body = _ENCODER.encode(self._response)
-        for kind in (b"response.created", b"response.in_progress"):
-            head = b"event: " + kind + b'\ndata: {"type":"' + kind + b'","response":'
-            out.append(head + body + b',"sequence_number":%d}\n\n' % self._seq)
-            self._seq += 1
+        body = b'"response":' + _ENCODER.encode(self._response)
+        out.append(self._raw(b"response.created", body))
+        out.append(self._raw(b"response.in_progress", body))
 
     def _whole(self) -> Response:
         """The response with the output so far (the one the stream opened with)."""
@@ -201,9 +197,7 @@ class ResponsesStreamEncoder:
     def _part_event(self, item: _Item, delta: str) -> bytes:
         """A delta of the item: its fixed prefix, the text, the sequence number."""
         self._seq += 1
-        return (
-            item.prefix + _ENCODER.encode(delta) + b',"sequence_number":%d}\n\n' % (self._seq - 1)
-        )
+        return item.prefix + _ENCODER.encode(delta) + _SEQ % (self._seq - 1)
 
     def _ensure(self, kind: str, out: list[bytes]) -> _Item:
         """The open item of ``kind``, opened (after closing the rest) when it is not."""
@@ -250,9 +244,8 @@ class ResponsesStreamEncoder:
         return OutMessage(id=item.id, status="completed", content=[OutputText(text)])
 
     def _new(self, kind: str, prefix: str) -> _Item:
-        index = len(self._items)
+        index = len(self._output)
         item = _Item(kind, f"{prefix}_{self._suffix}_{index}", index)
-        self._items.append(item)
         self._output.append(OutMessage(id=item.id, status="in_progress", content=[]))
         return item
 
@@ -283,26 +276,8 @@ class ResponsesStreamEncoder:
                 out.append(self._part_event(item, arguments))
 
     def _call_item(self, item: _Item, status: str) -> OutFunctionCall | OutCustomCall:
-        namespace, name = self._echo.names.split(item.name)
         arguments = "".join(item.arguments)
-        if item.custom:
-            text = custom_input(arguments) if status == "completed" else ""
-            return OutCustomCall(
-                id=item.id,
-                call_id=item.call_id,
-                name=name,
-                input=text,
-                status=status,
-                namespace=namespace,
-            )
-        return OutFunctionCall(
-            id=item.id,
-            call_id=item.call_id,
-            name=name,
-            arguments=arguments,
-            status=status,
-            namespace=namespace,
-        )
+        return call_item(self._echo, item.id, item.call_id, item.name, arguments, status=status)
 
     def _close_all(self, out: list[bytes]) -> None:
         if self._open is not None:
@@ -342,6 +317,27 @@ class ResponsesStreamEncoder:
         )
 
 
+def call_item(
+    echo: Echo, item_id: str, call_id: str, flat: str, arguments: str, *, status: str
+) -> OutFunctionCall | OutCustomCall:
+    """A tool call as its item: a custom tool's call carries its free-form input (once
+    completed), a namespaced tool's its namespace and own name."""
+    namespace, name = echo.names.split(flat)
+    if echo.names.is_custom(flat):
+        text = custom_input(arguments) if status == "completed" else ""
+        return OutCustomCall(
+            id=item_id, call_id=call_id, name=name, input=text, status=status, namespace=namespace
+        )
+    return OutFunctionCall(
+        id=item_id,
+        call_id=call_id,
+        name=name,
+        arguments=arguments,
+        status=status,
+        namespace=namespace,
+    )
+
+
 def response_body(
     identity: StreamIdentity, echo: Echo, choice: CompletionChoice, tally: Tally
 ) -> bytes:
@@ -359,30 +355,8 @@ def response_body(
             OutMessage(id=f"msg_{suffix}_{len(output)}", status="completed", content=[part])
         )
     for call in message.tool_calls or ():
-        namespace, name = echo.names.split(call.function.name)
-        item_id, arguments = f"fc_{suffix}_{len(output)}", call.function.arguments
-        if echo.names.is_custom(call.function.name):
-            output.append(
-                OutCustomCall(
-                    id=item_id,
-                    call_id=call.id,
-                    name=name,
-                    input=custom_input(arguments),
-                    status="completed",
-                    namespace=namespace,
-                )
-            )
-        else:
-            output.append(
-                OutFunctionCall(
-                    id=item_id,
-                    call_id=call.id,
-                    name=name,
-                    arguments=arguments,
-                    status="completed",
-                    namespace=namespace,
-                )
-            )
+        fn, item_id = call.function, f"fc_{suffix}_{len(output)}"
+        output.append(call_item(echo, item_id, call.id, fn.name, fn.arguments, status="completed"))
     response = response_object(identity, echo, "completed", output)
     settle(response, choice.finish_reason, tally, identity.created)
     return _ENCODER.encode(response)
