@@ -14,7 +14,8 @@ from sluice.exchange.heads import JSON
 from sluice.exchange.state import ExchangeState
 from sluice.guardrails.checks import check_completion
 from sluice.guardrails.selection import RuleSet
-from sluice.routing.router import Completed, InFlight
+from sluice.routing.attempts import InFlight
+from sluice.routing.caller import Completed
 from sluice.wire.encode import StreamIdentity
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ from sluice.guardrails.selection import RuleSet
 from sluice.limits.base import LimiterUnavailableError
 from sluice.limits.decision import Ticket as LimitTicket
 from sluice.metering.charges import hold_amount, resolve_rate
-from sluice.routing.router import AttemptRecord, TryStarted
+from sluice.routing.attempts import AttemptRecord, TryStarted
 from sluice.storage.base import RequestRecord
 from sluice.wire.chat import ChatRequest
 

@@ -26,8 +26,8 @@ from prometheus_client.samples import Sample
 
 from sluice.core.money import usd_from_nano
 from sluice.exchange.tasks import Tasks
+from sluice.routing.attempts import AttemptRecord
 from sluice.routing.breaker import Breaker, State
-from sluice.routing.router import AttemptRecord
 from sluice.storage.base import RequestRecord
 
 _log = logging.getLogger("sluice.server")

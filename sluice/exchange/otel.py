@@ -46,7 +46,7 @@ from sluice.exchange.spans import (
     usage_attributes,
 )
 from sluice.exchange.state import ExchangeState
-from sluice.routing.router import AttemptRecord
+from sluice.routing.attempts import AttemptRecord
 from sluice.settings import TelemetrySettings
 from sluice.storage.base import RequestRecord
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from urllib.parse import urlsplit
 
-from sluice.routing.router import AttemptRecord
+from sluice.routing.attempts import AttemptRecord
 from sluice.storage.base import RequestRecord
 from sluice.wire.chat import ChatRequest
 

@@ -25,8 +25,8 @@ from sluice.metering.charges import Rate, as_priced, charge, resolve_rate
 from sluice.metering.meter import Ticket
 from sluice.metering.pricing import priced_usage
 from sluice.providers.base import ParsedCompletion, Repair, StreamTranslator
+from sluice.routing.attempts import AttemptRecord
 from sluice.routing.plan import Attempt, Plan
-from sluice.routing.router import AttemptRecord
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import Usage
 from sluice.wire.encode import StreamIdentity

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sluice.routing.router import AttemptRecord
+    from sluice.routing.attempts import AttemptRecord
     from sluice.server.call import Call
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"

@@ -28,8 +28,8 @@ from sluice.guardrails.rule import Note
 from sluice.metering.meter import Ticket
 from sluice.providers.base import ParsedCompletion
 from sluice.providers.registry import AdapterRegistry
+from sluice.routing.attempts import AttemptRecord
 from sluice.routing.plan import Attempt, Plan
-from sluice.routing.router import AttemptRecord
 from sluice.storage.base import REQUEST_STATUSES, RequestRecord
 from sluice.wire.chunks import (
     CompletionChoice,

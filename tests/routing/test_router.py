@@ -13,9 +13,10 @@ import pytest
 
 from sluice.core.connection import Timeouts
 from sluice.errors import ApiError, ServiceUnavailableError, UpstreamError
+from sluice.routing.attempts import AttemptRecord, InFlight
 from sluice.routing.breaker import State
+from sluice.routing.caller import first_event_timeout
 from sluice.routing.catalog import CatalogModel
-from sluice.routing.router import AttemptRecord, InFlight, first_event_timeout
 from sluice.transport.failures import RequestNotSentError
 from tests.support.fake_openai import completion
 from tests.support.fake_transport import (

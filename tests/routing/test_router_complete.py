@@ -9,7 +9,7 @@ import pytest
 
 from sluice.errors import UpstreamError
 from sluice.providers.base import Repair
-from sluice.routing.router import AttemptRecord
+from sluice.routing.attempts import AttemptRecord
 from tests.support.fake_openai import completion
 from tests.support.fake_transport import ScriptedResponse, connection
 from tests.support.routing import failing, plan, request, rows, setup

@@ -12,10 +12,11 @@ from sluice.core.connection import ConnectionSettings, Target
 from sluice.core.usage import Price
 from sluice.frontdoors.chat import decode_chat_request
 from sluice.providers.registry import AdapterRegistry
+from sluice.routing.attempts import AttemptRecord
 from sluice.routing.breaker import Breaker
 from sluice.routing.catalog import CatalogModel
 from sluice.routing.plan import Attempt, Plan
-from sluice.routing.router import AttemptRecord, Router
+from sluice.routing.router import Router
 from sluice.wire.chat import ChatRequest
 from tests.support.fake_openai import DONE, chunk
 from tests.support.fake_transport import Answer, FakeClock, FakeTransport, ScriptedResponse

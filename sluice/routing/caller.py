@@ -1,0 +1,178 @@
+"""One request to one upstream connection, as the router makes it.
+
+An attempt's stream is sent and read to its first event
+(:meth:`UpstreamCaller.open_stream`), an attempt's whole answer is read and parsed
+(:meth:`UpstreamCaller.complete`), a provider is asked for its own count of a prompt
+(:meth:`UpstreamCaller.count_tokens`): each within its connection's timeouts, through
+the provider's adapter, a refusal parsed into our error tree and scrubbed of the
+request's credentials. Which connection to try, and what a failure means for the next,
+is the router's (:mod:`sluice.routing.router`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from functools import partial
+from typing import Protocol
+
+import msgspec
+
+from sluice.core.connection import Target, Timeouts
+from sluice.errors import ApiError, RequestTimeoutError, UpstreamError
+from sluice.providers.base import ParsedCompletion
+from sluice.providers.errors import error_for_status, malformed_response, retry_after_seconds
+from sluice.providers.normalize import canonical_choices
+from sluice.providers.registry import AdapterRegistry
+from sluice.routing.plan import Attempt
+from sluice.routing.upstream import UpstreamStream
+from sluice.transport.failures import deadline_error, log_refusal
+from sluice.transport.http import HttpTransport, UpstreamResponse
+from sluice.wire.chat import ChatRequest
+
+
+class Scrub(Protocol):
+    """An attempt's error on ``target``, with its credentials taken out
+    (:meth:`sluice.routing.router.Router.scrub`)."""
+
+    def __call__(self, err: ApiError, target: Target) -> ApiError: ...
+
+
+class Completed(msgspec.Struct):
+    attempt: Attempt
+    result: ParsedCompletion
+
+
+def first_event_timeout(timeouts: Timeouts, what: str) -> RequestTimeoutError:
+    """The error when nothing came within ``first_event`` seconds, or within ``total``
+    when that is shorter (both fail over: the client has seen nothing)."""
+    if timeouts.total < timeouts.first_event:
+        return deadline_error(timeouts.total)
+    return RequestTimeoutError(
+        f"The provider {what} within {timeouts.first_event:g} s.",
+        code="first_event_timeout",
+        http_status=504,
+    )
+
+
+class UpstreamCaller:
+    def __init__(
+        self,
+        *,
+        registry: AdapterRegistry,
+        transport: HttpTransport,
+        scrub: Scrub,
+        error_body_bytes: int,
+        body_bytes: int,
+    ) -> None:
+        self._registry = registry
+        self._transport = transport
+        self._scrub = scrub
+        self._error_body_bytes = error_body_bytes
+        self._body_bytes = body_bytes
+
+    async def open_stream(
+        self, req: ChatRequest, attempt: Attempt, fresh: bool, extra: Mapping[str, str]
+    ) -> UpstreamStream:
+        """Send, then read until the first event the client must see (or the end), within
+        the connection's first-event timeout."""
+        target = attempt.target
+        timeouts = target.connection.timeouts
+        translator = self._registry.adapter(target.connection.provider).stream(req)
+        stream: UpstreamStream | None = None
+        try:
+            async with asyncio.timeout(min(timeouts.first_event, timeouts.total)):
+                resp = await self._send(req, attempt, fresh, extra)
+                stream = UpstreamStream(
+                    attempt, resp, translator, partial(self._scrub, target=target)
+                )
+                await stream.open(timeouts.stall)
+        except TimeoutError:
+            if stream is not None:
+                stream.close()
+            raise first_event_timeout(timeouts, "sent nothing") from None
+        except BaseException:
+            if stream is not None:
+                stream.close()
+            raise
+        return stream
+
+    async def complete(
+        self, req: ChatRequest, attempt: Attempt, fresh: bool, extra: Mapping[str, str]
+    ) -> Completed:
+        timeouts = attempt.target.connection.timeouts
+        adapter = self._registry.adapter(attempt.target.connection.provider)
+        try:
+            async with asyncio.timeout(min(timeouts.first_event, timeouts.total)):
+                resp = await self._send(req, attempt, fresh, extra)
+        except TimeoutError:
+            raise first_event_timeout(timeouts, "did not answer") from None
+        resp.watch(timeouts.stall)
+        try:
+            body = await resp.read_body(self._body_bytes + 1)
+        except BaseException:
+            resp.close()
+            raise
+        if len(body) > self._body_bytes:
+            resp.close()
+            raise UpstreamError(
+                f"The provider's answer is larger than {self._body_bytes} bytes.",
+                code="upstream_response_too_large",
+            )
+        resp.release()
+        if not body:
+            raise UpstreamError("The provider sent an empty response.", code="upstream_empty")
+        try:
+            parsed = adapter.parse_response(resp.status, resp.headers, body)
+        except RecursionError:
+            raise malformed_response() from None
+        choices, repairs = canonical_choices(parsed.choices, req.choice_count)
+        return Completed(attempt, ParsedCompletion(choices, parsed.usage, repairs))
+
+    async def count_tokens(self, req: ChatRequest, target: Target) -> int | None:
+        """The provider's own count of the prompt, if it has a count endpoint and answers
+        in time; None otherwise."""
+        conn = target.connection
+        adapter = self._registry.adapter(conn.provider)
+        upstream = adapter.count_request(req, target)
+        if upstream is None:
+            return None
+        try:
+            async with asyncio.timeout(min(conn.timeouts.first_event, conn.timeouts.total)):
+                resp = await self._transport.send(
+                    upstream, conn.timeouts, guarded=conn.owner is not None, fresh=False
+                )
+                try:
+                    body = await resp.read_body(self._error_body_bytes)
+                finally:
+                    resp.close()
+            return adapter.parse_count(body) if resp.status < 300 else None
+        except (ApiError, TimeoutError):
+            return None
+
+    async def _send(
+        self, req: ChatRequest, attempt: Attempt, fresh: bool, extra: Mapping[str, str]
+    ) -> UpstreamResponse:
+        target = attempt.target
+        adapter = self._registry.adapter(target.connection.provider)
+        upstream = adapter.build_request(req, target)
+        if extra:
+            upstream.headers.update(extra)
+        conn = target.connection
+        resp = await self._transport.send(
+            upstream, conn.timeouts, guarded=conn.owner is not None, fresh=fresh
+        )
+        if resp.status >= 300:
+            try:
+                body = await resp.read_body(self._error_body_bytes)
+            finally:
+                resp.close()
+            try:
+                err = adapter.parse_error(resp.status, resp.headers, body)
+            except RecursionError:  # nested too deep to read: the status still tells
+                err = error_for_status(
+                    resp.status, None, retry_after=retry_after_seconds(resp.headers)
+                )
+            log_refusal(upstream.url, resp.status, self._scrub(err, target))
+            raise err
+        return resp
