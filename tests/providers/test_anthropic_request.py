@@ -335,25 +335,6 @@ def test_scalar_fields(fields: dict[str, Any], expected: dict[str, Any]) -> None
     assert body == {**base, **expected}
 
 
-def test_json_schema_response_format_becomes_structured_output() -> None:
-    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
-    fmt = {
-        "type": "json_schema",
-        "json_schema": {"name": "answer", "schema": schema, "strict": True},
-    }
-    body = build({"response_format": fmt})
-    assert body["output_config"] == {"format": {"type": "json_schema", "schema": schema}}
-
-
-def test_json_object_response_format_has_no_equivalent() -> None:
-    assert "output_config" not in build({"response_format": {"type": "json_object"}})
-
-
-def test_json_schema_without_schema_is_refused() -> None:
-    fmt = {"type": "json_schema", "json_schema": {"name": "answer"}}
-    assert rejected({"response_format": fmt}).param == "response_format.json_schema.schema"
-
-
 @pytest.mark.parametrize(
     ("fields", "max_tokens", "budget"),
     [

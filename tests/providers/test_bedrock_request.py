@@ -232,22 +232,3 @@ def test_reasoning_effort_errors(request_fields: dict[str, Any], param: str) -> 
     with pytest.raises(InvalidRequestError) as info:
         body(**request_fields)
     assert info.value.param == param
-
-
-def test_json_schema_response_format() -> None:
-    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
-    doc = body(
-        response_format={"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
-    )
-    assert doc["outputConfig"] == {
-        "textFormat": {
-            "type": "json_schema",
-            "structure": {
-                "jsonSchema": {
-                    "schema": json.dumps(schema, separators=(",", ":")),
-                    "name": "answer",
-                }
-            },
-        }
-    }
-    assert "outputConfig" not in body(response_format={"type": "json_object"})

@@ -19,8 +19,9 @@ What is not obvious:
   Anthropic's minimum budget (1024) is refused. Without a client cap the answer keeps
   :data:`DEFAULT_MAX_TOKENS` on top of the budget.
 - ``response_format`` ``json_schema`` → ``output_config.format`` (Anthropic's
-  structured outputs: the text answer is JSON that fits the schema); ``json_object``
-  has no equivalent and is not sent.
+  structured outputs: the text answer is JSON that fits the schema, its objects
+  closed); ``json_object`` → an instruction appended to ``system``
+  (:mod:`.structured` says why).
 - An exact ``reasoning_budget`` (ours; the Messages front door sets it) is sent as
   given, inside the client's ``max_tokens`` as Anthropic counts it.
 - ``temperature`` is passed as given (Anthropic's range is 0 to 1; it answers 400
@@ -45,11 +46,14 @@ from sluice.errors import InvalidRequestError
 from sluice.providers.anthropic.request_wire import (
     MessagesRequest,
     Metadata,
-    OutputConfig,
-    OutputFormat,
     ThinkingParam,
     ToolChoiceParam,
     ToolParam,
+)
+from sluice.providers.anthropic.structured import (
+    JSON_OBJECT_INSTRUCTION,
+    anthropic_output_config,
+    wants_json_object,
 )
 from sluice.providers.request_parts import parse_data_url, tool_arguments_object
 from sluice.wire.chat import (
@@ -58,11 +62,9 @@ from sluice.wire.chat import (
     DeveloperMessage,
     DocumentPart,
     ImagePart,
-    JsonSchemaFormat,
     NamedToolChoice,
     NativeFields,
     RefusalPart,
-    ResponseFormat,
     SystemMessage,
     TextPart,
     ToolMessage,
@@ -119,7 +121,7 @@ def anthropic_request(req: ChatRequest, native_model: str) -> MessagesRequest:
         tools=_tools(req),
         tool_choice=_tool_choice(req),
         thinking=thinking,
-        output_config=_output_config(req.response_format),
+        output_config=anthropic_output_config(req.response_format),
         metadata=Metadata(user) if isinstance(user, str) else UNSET,
         stream=True if req.is_stream else UNSET,
     )
@@ -198,6 +200,8 @@ def _conversation(req: ChatRequest) -> tuple[str | list[TextBlock] | UnsetType, 
                 "send tool messages instead.",
                 param=f"messages[{i}]",
             )
+    if wants_json_object(req):
+        system.append(TextBlock(JSON_OBJECT_INSTRUCTION))
     return _system(system), turns.messages()
 
 
@@ -362,15 +366,3 @@ def _output_budget(req: ChatRequest) -> tuple[int, ThinkingParam | UnsetType]:
             param="max_tokens",
         )
     return ceiling, ThinkingParam(budget)
-
-
-def _output_config(fmt: ResponseFormat | UnsetType | None) -> OutputConfig | UnsetType:
-    if not isinstance(fmt, ResponseFormat) or fmt.type != "json_schema":
-        return UNSET
-    spec = fmt.json_schema
-    if not isinstance(spec, JsonSchemaFormat) or not isinstance(spec.schema, dict):
-        raise InvalidRequestError(
-            "response_format json_schema needs a schema.",
-            param="response_format.json_schema.schema",
-        )
-    return OutputConfig(OutputFormat(spec.schema))

@@ -131,17 +131,22 @@ class ToolConfig(Struct, rename="camel"):
 
 
 class JsonSchema(Struct):
+    """``JsonSchemaDefinition``: only the schema is required."""
+
     schema: str  # the schema as a JSON string
-    name: str
+    name: str | UnsetType = UNSET
     description: str | UnsetType = UNSET
 
 
 class FormatStructure(Struct, rename="camel"):
+    """A union; ``jsonSchema`` is its one member."""
+
     json_schema: JsonSchema
 
 
-class TextFormat(Struct):
-    type: str
+class TextFormat(Struct, tag_field="type", tag="json_schema"):
+    """``OutputFormat``: ``json_schema`` is the one type Converse defines."""
+
     structure: FormatStructure
 
 

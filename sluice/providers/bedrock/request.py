@@ -15,8 +15,11 @@ Decisions (the table is in docs/providers.md):
 - An exact ``reasoning_budget`` (ours) is sent as given on Anthropic models; else
   ``reasoning_effort`` on Anthropic models (the model id names ``anthropic.``) becomes
   a thinking budget in ``additionalModelRequestFields``; other models ignore it;
-- ``response_format`` ``json_schema`` becomes ``outputConfig.textFormat``;
-  ``json_object`` has no Converse equivalent and is not sent;
+- ``response_format`` ``json_schema`` becomes ``outputConfig.textFormat`` (name,
+  description, and the schema as a JSON string with its objects closed); Converse has
+  no JSON mode, so ``json_object`` becomes an instruction appended to ``system``. Both
+  follow :mod:`sluice.providers.anthropic.structured`: Bedrock holds Claude models to
+  Anthropic's schema limits (an object must say ``additionalProperties: false``);
 - ``n`` > 1 is rejected; seed, penalties, logprobs, user and parallel_tool_calls have
   no Converse equivalent and are not sent.
 """
@@ -30,6 +33,11 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from sluice.errors import InvalidRequestError
+from sluice.providers.anthropic.structured import (
+    JSON_OBJECT_INSTRUCTION,
+    requested_schema,
+    wants_json_object,
+)
 from sluice.providers.bedrock import converse
 from sluice.providers.request_parts import parse_data_url, tool_result_text
 from sluice.wire.chat import (
@@ -37,10 +45,8 @@ from sluice.wire.chat import (
     ChatRequest,
     DeveloperMessage,
     ImagePart,
-    JsonSchemaFormat,
     NamedToolChoice,
     RefusalPart,
-    ResponseFormat,
     SystemMessage,
     TextPart,
     ThinkingBlock,
@@ -88,6 +94,8 @@ def converse_body(req: ChatRequest, native_model: str) -> bytes:
                 "Function messages are not supported by Bedrock; use tool messages.",
                 param=f"messages[{i}]",
             )
+    if wants_json_object(req):
+        system.append(converse.Text(JSON_OBJECT_INSTRUCTION))
     body = converse.ConverseBody(turns, system=system or UNSET, output_config=_output_config(req))
     config = _inference_config(req)
     body.additional_model_request_fields = _thinking(req, native_model, config)
@@ -278,19 +286,13 @@ def _tool_config(
 
 
 def _output_config(req: ChatRequest) -> converse.OutputConfig | UnsetType:
-    fmt = req.response_format
-    if not isinstance(fmt, ResponseFormat) or fmt.type != "json_schema":
+    asked = requested_schema(req.response_format)
+    if asked is None:
         return UNSET
-    spec = fmt.json_schema
-    if not isinstance(spec, JsonSchemaFormat) or not isinstance(spec.schema, dict):
-        raise InvalidRequestError(
-            "response_format.json_schema needs a schema.", param="response_format.json_schema"
-        )
-    schema = converse.JsonSchema(
-        _ENCODER.encode(spec.schema).decode(),
-        spec.name,
+    spec, schema = asked
+    definition = converse.JsonSchema(
+        _ENCODER.encode(schema).decode(),
+        name=spec.name or UNSET,
         description=spec.description or UNSET,
     )
-    return converse.OutputConfig(
-        converse.TextFormat("json_schema", converse.FormatStructure(schema))
-    )
+    return converse.OutputConfig(converse.TextFormat(converse.FormatStructure(definition)))
