@@ -13,7 +13,7 @@ if len(sys.argv) > 1:
     sys.path.insert(0, sys.argv[1])
 
 from sluice.ids import random_id
-from sluice.providers.openai import OpenAIStreamTranslator
+from sluice.providers.openai_stream import OpenAIStreamTranslator
 
 HEAD = b'data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":'
 STREAM = [

@@ -16,7 +16,7 @@ from sluice.core.usage import TokenUsage
 from sluice.errors import ApiError, GuardrailBlockedError, RequestTimeoutError
 from sluice.exchange.ports import ClientGoneError
 from sluice.providers.base import StreamTranslator
-from sluice.providers.openai import OpenAIStreamTranslator
+from sluice.providers.openai_stream import OpenAIStreamTranslator
 from sluice.providers.registry import AdapterRegistry
 from sluice.routing.upstream import UpstreamStream
 from tests.support.fake_openai import DONE, chunk
