@@ -20,5 +20,6 @@ class Tally(msgspec.Struct, frozen=True):
 
 
 Opening = Callable[[], Tally | None]
-"""The usage known when a stream's first upstream event arrived, worked out only for a
-door that reports it (a prompt estimate costs a pass over the prompt)."""
+"""The usage known when a stream's first upstream event arrived: the upstream's own early
+counts, else the prompt estimated (the ending's tally corrects it). Worked out only for a
+door that reports it (an estimate costs a pass over the prompt)."""

@@ -16,7 +16,11 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from sluice.core.batch import ChunkBatch
+from sluice.core.tally import Tally
+from sluice.core.tokens import estimate_prompt_tokens
 from sluice.errors import ApiError
 from sluice.exchange.keepalive import KeepAlive
 from sluice.exchange.ports import ClientGoneError
@@ -32,7 +36,7 @@ if TYPE_CHECKING:
 async def stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
     upstream = await _open(ex, state)
     encoder = ex.door.stream_encoder(
-        state.serve(upstream.attempt), lambda: state.tally(cut=True, credits=False), state.req
+        state.serve(upstream.attempt), lambda: _opening(state), state.req
     )
     writer, metrics = ex.writer, ex.services.metrics
     guard = None
@@ -73,6 +77,22 @@ async def stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
     include = state.req.include_usage
     ending = encoder.ending(state.tally(cut=False, credits=True) if include else None)
     await writer.end(pending + ending)
+
+
+def _opening(state: ExchangeState) -> Tally | None:
+    """The usage known at the first event, for a door that shows it there (once): the
+    upstream's own early counts (Anthropic's ``message_start``, Gemini's every chunk),
+    else the prompt estimate, which :meth:`ExchangeState.tokens` gives while nothing is
+    reported. An early report without a prompt count (an upstream that counts the prompt
+    only at the end) gets the estimate too: no prompt is empty. The end corrects it."""
+    tokens = state.tokens()
+    if tokens is not None and tokens.prompt_tokens == 0:
+        prompt = estimate_prompt_tokens(state.req)
+        tokens = msgspec.structs.replace(
+            tokens, prompt_tokens=prompt, provider_cost=None, estimated=True
+        )
+    usage = state.priced(tokens, True)
+    return None if tokens is None or usage is None else Tally(usage, tokens.cache_write_tokens)
 
 
 async def _open(ex: Exchange, state: ExchangeState) -> UpstreamStream:

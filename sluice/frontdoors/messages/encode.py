@@ -1,13 +1,15 @@
 """Our chunks → the Messages stream's events, and a whole answer → a Message.
 
 The stream opens with ``message_start`` (the message with empty ``content`` and the
-usage known when the first upstream event arrived), then one content block at a time:
+usage known when the first upstream event arrived: the prompt estimated where the
+upstream counts it only at the end, no output yet), then one content block at a time:
 ``content_block_start``, its deltas (``text_delta``, ``thinking_delta``,
 ``signature_delta``, ``input_json_delta``), ``content_block_stop``. A block of another
 kind, a new tool call or a signature followed by more reasoning closes the open block
 and starts the next index. Redacted thinking is a block that starts and stops at once.
 The end is ``message_delta`` (stop reason, the stop sequence where the provider named
-it, the whole usage) and ``message_stop``. Anthropic sends one block at a time; an
+it, the whole usage: its counts replace ``message_start``'s in the SDKs) and
+``message_stop``. Anthropic sends one block at a time; an
 upstream that interleaves its tool calls' arguments (OpenAI may) has every call after
 the first held back and sent whole, in order, when the first one's block ends.
 
