@@ -290,22 +290,33 @@ class StorageConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     keeps them for ever. The ledger is never pruned."""
     request_log_max_rows: Annotated[int, msgspec.Meta(ge=1)] | None = None
     """At most this many request-log rows are kept (the oldest go first); None: no bound."""
+    response_retention: str | None = "30d"
+    """How long stored responses (``POST /v1/responses`` with ``store``) are kept, in the
+    same form as ``request_log_retention``; ``"0"`` or None keeps them for ever."""
 
     def __post_init__(self) -> None:
-        if self.request_log_retention is not None:
+        for name in ("request_log_retention", "response_retention"):
+            text = getattr(self, name)
+            if text is None:
+                continue
             try:
-                duration_seconds(self.request_log_retention)
+                duration_seconds(text)
             except ValueError:
                 raise ValueError(
-                    f"request_log_retention {self.request_log_retention!r} is not a duration: "
-                    'a whole number and a unit, s, m, h, d or w ("30d", "12h"), or "0" to '
-                    "keep every row"
+                    f"{name} {text!r} is not a duration: a whole number and a unit, s, m, "
+                    'h, d or w ("30d", "12h"), or "0" to keep every row'
                 ) from None
 
     @property
     def request_log_retention_seconds(self) -> int | None:
         """The retention in seconds; None: rows are kept for ever."""
         text = self.request_log_retention
+        return None if text is None else (duration_seconds(text) or None)
+
+    @property
+    def response_retention_seconds(self) -> int | None:
+        """How long stored responses are kept, in seconds; None: for ever."""
+        text = self.response_retention
         return None if text is None else (duration_seconds(text) or None)
 
 

@@ -18,7 +18,8 @@ from sluice.metering.pricing import prices_from_config
 from sluice.providers.registry import provider_spec, upstream_base_url
 from sluice.routing.catalog import Catalog
 from sluice.routing.plan import Planner
-from sluice.storage.base import Store, StoredConnection
+from sluice.storage.base import Store
+from sluice.storage.tenants import StoredConnection
 
 _TTL = 10.0
 _NO_PRICES: Mapping[str, Price] = MappingProxyType({})

@@ -40,7 +40,8 @@ from sluice.providers.registry import ProviderSpec, provider_spec, upstream_base
 from sluice.server.admin_common import decode_json, find_account, send_json
 from sluice.server.admin_keys import key_endpoints
 from sluice.server.pages import account_page
-from sluice.storage.base import Account, StoredConnection
+from sluice.storage.base import Account
+from sluice.storage.tenants import StoredConnection
 from sluice.wire.chat import ModelName
 
 if TYPE_CHECKING:

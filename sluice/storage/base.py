@@ -20,8 +20,6 @@ from typing import Any, Literal, Protocol
 
 import msgspec
 
-from sluice.config import PriceConfig
-from sluice.core.connection import Timeouts
 from sluice.core.money import MAX_AMOUNT_USD
 from sluice.core.principal import (
     NO_ACCOUNT_POLICY,
@@ -39,7 +37,9 @@ from sluice.storage.request_log import MAX_EXAMINED
 from sluice.storage.request_log import REQUEST_STATUSES as REQUEST_STATUSES  # noqa: PLC0414
 from sluice.storage.request_log import RequestFilters as RequestFilters  # noqa: PLC0414
 from sluice.storage.request_log import RequestPosition as RequestPosition  # noqa: PLC0414
+from sluice.storage.responses import ResponseStore
 from sluice.storage.spend import SpendAfter, SpendBy, SpendFilters, SpendGroup, SpendTotal
+from sluice.storage.tenants import TenantStore
 
 
 class ConstraintViolationError(Exception):
@@ -163,6 +163,8 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     repairs: list[dict[str, Any]] = []
     """What the gateway changed in what the upstream sent: a dropped choice, a renumbered
     tool call (``{kind, choice, upstream_index, index}``)."""
+    stored_response: str | None = None
+    """The stored response this request answered with (``GET /v1/responses/{id}``)."""
     coalesced: int = 0
     """A refusal before any upstream call: how many more refusals of the same key, status
     and code this row stands for (answered in its window without rows of their own)."""
@@ -176,20 +178,10 @@ KeyPosition = tuple[int, str]
 """Where a key listing stopped: the last key's ``(created_at, id)``."""
 
 
-class StoredConnection(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """An account's own upstream connection (its key is stored apart, encrypted)."""
+class Store(TenantStore, ResponseStore, Protocol):
+    """Everything the gateway keeps; the roles apart are :class:`~.tenants.TenantStore`
+    and :class:`~.responses.ResponseStore`."""
 
-    id: str
-    provider: str
-    models: dict[str, str]
-    """Our model id -> the provider's name for it, on this connection."""
-    base_url: str | None = None
-    region: str | None = None
-    timeouts: Timeouts = Timeouts()
-    prices: dict[str, PriceConfig] = {}
-
-
-class Store(Protocol):
     async def migrate(self) -> None: ...
 
     async def close(self) -> None: ...
@@ -308,29 +300,6 @@ class Store(Protocol):
         """How many holds are open over every account, and the nano-USD they hold (for
         metrics: one scan of the open-holds partial index, which holds only open rows)."""
         ...
-
-    # -- accounts' own connections and prices ------------------------------------------
-
-    async def save_connection(
-        self, account_id: str, spec: StoredConnection, api_key_enc: str | None, now: int
-    ) -> bool:
-        """Create or replace the account's connection with ``spec.id``; False (nothing
-        written) when another account holds that id."""
-        ...
-
-    async def account_connections(
-        self, account_id: str
-    ) -> list[tuple[StoredConnection, str | None]]:
-        """The account's connections with their encrypted keys, oldest first."""
-        ...
-
-    async def delete_connection(self, account_id: str, connection_id: str) -> bool: ...
-
-    async def set_price(self, account_id: str, model_id: str, price: PriceConfig | None) -> None:
-        """The account's own price for a model (``None`` removes it)."""
-        ...
-
-    async def account_prices(self, account_id: str) -> dict[str, PriceConfig]: ...
 
     # -- request log -------------------------------------------------------------------
 

@@ -126,16 +126,32 @@ async def test_a_failing_prune_is_logged_and_tried_again_next_period(
 @pytest.mark.parametrize(
     ("storage", "retention"),
     [
-        (StorageConfig(), Retention(max_age=30 * DAY)),
-        (StorageConfig(request_log_retention="12h"), Retention(max_age=12 * 3600)),
-        (StorageConfig(request_log_retention="0"), None),
-        (StorageConfig(request_log_retention=None), None),
+        (StorageConfig(), Retention(max_age=30 * DAY, response_max_age=30 * DAY)),
         (
-            StorageConfig(request_log_retention="0", request_log_max_rows=5),
+            StorageConfig(request_log_retention="12h", response_retention="1h"),
+            Retention(max_age=12 * 3600, response_max_age=3600),
+        ),
+        (StorageConfig(request_log_retention="0", response_retention="0"), None),
+        (StorageConfig(request_log_retention=None, response_retention=None), None),
+        (
+            StorageConfig(
+                request_log_retention="0", request_log_max_rows=5, response_retention="0"
+            ),
             Retention(max_rows=5),
         ),
+        (
+            StorageConfig(request_log_retention="0", response_retention="2d"),
+            Retention(response_max_age=2 * DAY),
+        ),
     ],
-    ids=["default-30d", "12h", "zero-keeps-all", "none-keeps-all", "rows-only"],
+    ids=[
+        "default-30d",
+        "12h-1h",
+        "zero-keeps-all",
+        "none-keeps-all",
+        "rows-only",
+        "responses-only",
+    ],
 )
 def test_the_storage_settings_make_the_retention(
     storage: StorageConfig, retention: Retention | None

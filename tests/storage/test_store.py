@@ -183,7 +183,7 @@ async def test_two_replicas_share_one_postgres() -> None:
 
 async def test_account_connections_and_prices(store: Store) -> None:
     from sluice.config import PriceConfig
-    from sluice.storage.base import StoredConnection
+    from sluice.storage.tenants import StoredConnection
 
     account_id = await account(store)
     other = await account(store, "other")

@@ -14,7 +14,7 @@ from sluice.storage.base import (
 )
 from sluice.storage.dialect import POSTGRES
 from sluice.storage.postgres.jsonb import jsonb_text
-from sluice.storage.postgres.tenants import PostgresTenants
+from sluice.storage.postgres.responses import PostgresResponses
 from sluice.storage.request_log import MAX_EXAMINED
 from sluice.storage.request_query import Page, all_pages, page_of, page_query
 from sluice.storage.spend import (
@@ -32,7 +32,7 @@ from sluice.storage.spend import (
 _RECORD = msgspec.json.Decoder(RequestRecord)
 
 
-class PostgresRequests(PostgresTenants):
+class PostgresRequests(PostgresResponses):
     async def write_requests(self, records: list[RequestRecord]) -> None:
         try:
             await self.pool.executemany(

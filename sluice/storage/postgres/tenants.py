@@ -6,8 +6,8 @@ import asyncpg
 import msgspec
 
 from sluice.config import PriceConfig
-from sluice.storage.base import StoredConnection
 from sluice.storage.postgres.jsonb import jsonb_text
+from sluice.storage.tenants import StoredConnection
 
 _SPEC = msgspec.json.Decoder(StoredConnection)
 _PRICE = msgspec.json.Decoder(PriceConfig)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 
 from sluice.config import PriceConfig
-from sluice.storage.base import StoredConnection
 from sluice.storage.sqlite.connection import SqliteBase
+from sluice.storage.tenants import StoredConnection
 
 _SPEC = msgspec.json.Decoder(StoredConnection)
 _PRICE = msgspec.json.Decoder(PriceConfig)
