@@ -39,6 +39,7 @@ async def complete(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
     tally = state.tally(cut=False, credits=True)
     assert tally is not None
     body = ex.door.completion(identity, choices, tally, state.req)
+    ex.remember(state, body)
     state.sent = True
     await ex.writer.send(200, [*ex.headers, JSON], body)
 

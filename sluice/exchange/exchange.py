@@ -26,7 +26,14 @@ from sluice.errors import (
 from sluice.exchange.admission import admitted, token_subject
 from sluice.exchange.completion import complete
 from sluice.exchange.heads import error_headers
-from sluice.exchange.ports import ClientGoneError, ClientStream, FrontDoor, Headers
+from sluice.exchange.ports import (
+    ClientGoneError,
+    ClientStream,
+    FrontDoor,
+    Headers,
+    Remembering,
+    StreamEncoder,
+)
 from sluice.exchange.record import request_record
 from sluice.exchange.refusals import REFUSAL_STATUSES, held
 from sluice.exchange.services import Services
@@ -68,6 +75,7 @@ class Exchange:
         "counted",
         "door",
         "headers",
+        "memory",
         "record",
         "services",
         "state",
@@ -85,8 +93,11 @@ class Exchange:
         incoming: Mapping[str, str] | None = None,
         *,
         counted: bool = False,
+        memory: Remembering | None = None,
     ) -> None:
         self.services = services
+        self.memory = memory
+        """The door's memory of its answers, when it keeps them (:meth:`remember`)."""
         self.counted = counted
         """The call was counted against its request limits when it arrived
         (:func:`~.admission.count_call`): only token limits are left to admit."""
@@ -127,6 +138,8 @@ class Exchange:
         self.trace = self.services.telemetry.start(req.model, self._incoming)
         status = 200
         try:
+            if self.memory is not None:
+                state.req = await self.memory.recall(state.req, principal.account_id)
             output = await self._admit(state)
             if state.req.is_stream:
                 await stream(self, state, output)
@@ -188,6 +201,14 @@ class Exchange:
             capped=req.output_ceiling is not None,
         )
         return rules.output
+
+    def remember(self, state: ExchangeState, answer: StreamEncoder | bytes) -> None:
+        """The answer is complete: the door's memory may keep it."""
+        if self.memory is not None:
+            principal = state.principal
+            state.stored = self.memory.remember(
+                state.req, principal.account_id, state.request_id, answer
+            )
 
     def drain(self, work: Callable[[], Coroutine[Any, Any, None]]) -> bool:
         """Read on after the client left (``on_disconnect = "drain"``): settled when

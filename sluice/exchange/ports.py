@@ -121,3 +121,21 @@ class FrontDoor(Protocol):
     def error_event(self, err: ApiError, tally: Tally | None) -> bytes:
         """The last event of a stream that failed after it started."""
         ...
+
+
+class Remembering(Protocol):
+    """A front door's memory of its answers (the Responses API's stored responses): a
+    step before the plan, and one when the answer is complete, before its last bytes
+    are written."""
+
+    async def recall(self, req: ChatRequest, account_id: str) -> ChatRequest:
+        """``req`` with what it continues (a stored conversation) brought back."""
+        ...
+
+    def remember(
+        self, req: ChatRequest, account_id: str, request_id: str, answer: StreamEncoder | bytes
+    ) -> str | None:
+        """Keep the answer (the stream's encoder at its end, or the whole body) if its
+        request asked for it, with no I/O on the response path; the id it is kept
+        under, or None."""
+        ...

@@ -64,6 +64,7 @@ class ExchangeState:
         "request_id",
         "sent",
         "started",
+        "stored",
         "ticket",
         "translator",
     )
@@ -94,6 +95,7 @@ class ExchangeState:
         self.first_token: float | None = None
         self.sent = False  # content reached the client
         self.completed = False  # the upstream's answer arrived whole
+        self.stored: str | None = None  # the id the door's memory keeps the answer under
         self.error: ApiError | None = None
         self.guardrails: list[Note] = []  # what guardrails did, for the request log
 

@@ -76,6 +76,7 @@ async def stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
     state.completed = True
     include = state.req.include_usage
     ending = encoder.ending(state.tally(cut=False, credits=True) if include else None)
+    ex.remember(state, encoder)
     await writer.end(pending + ending)
 
 

@@ -12,11 +12,11 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from typing import TypeVar
 
 import msgspec
 
+from sluice.accounts.sealing import AccountSeal
 from sluice.accounts.vault import Vault
 from sluice.errors import (
     ApiError,
@@ -28,41 +28,35 @@ from sluice.errors import (
 )
 from sluice.exchange.admission import count_call
 from sluice.exchange.heads import error_headers
-from sluice.exchange.ports import ClientGoneError, FrontDoor, Headers
+from sluice.exchange.ports import ClientGoneError, Headers
 from sluice.exchange.refusals import REFUSAL_STATUSES, held
 from sluice.exchange.services import Services
 from sluice.exchange.tenants import Tenants
-from sluice.frontdoors.chat import ChatCompletionsDoor
-from sluice.frontdoors.messages.door import MessagesDoor
-from sluice.frontdoors.responses.decode import decode_responses_request
-from sluice.frontdoors.responses.door import ResponsesDoor
+from sluice.frontdoors.responses.memory import ResponseMemory
 from sluice.ids import IdFactory
 from sluice.routing.catalog import Catalog
-from sluice.server import endpoints, request_list, spend_report
-from sluice.server.admin import ADMIN_PREFIX, admin
-from sluice.server.admin_connections import CONNECTIONS_PATH, connections
+from sluice.server import request_list, spend_report
 from sluice.server.auth import Authenticator, credentials
 from sluice.server.call import Call, Endpoint
-from sluice.server.console import console_routes
 from sluice.server.cors import allowed_origin, cors_headers, is_preflight, preflight_headers
 from sluice.server.count_tokens import (
     COUNT_TOKENS_PATH,
     INPUT_TOKENS_PATH,
     CountCache,
-    count_tokens,
-    responses_count,
 )
-from sluice.server.doors import log_unread_refusal, serve_door
+from sluice.server.doors import log_unread_refusal
 from sluice.server.endpoints import REQUEST_LOG_PREFIX
 from sluice.server.generation import Generation
 from sluice.server.intake import Intake, Limits
-from sluice.server.live import LIVE_PATH, LiveFeeds, live_requests
+from sluice.server.live import LiveFeeds
 from sluice.server.logformat import AccessLine, RefusalLine, printable
 from sluice.server.message import Request, ResponseWriter
-from sluice.server.openapi import OPENAPI_PATH, openapi_document
+from sluice.server.openapi import openapi_document
 from sluice.server.pacing import Pacer
-from sluice.server.reload import RELOAD_PATH, Reloaded, Reloader, reload_endpoint
+from sluice.server.reload import Reloaded, Reloader
 from sluice.server.responses import connection_error
+from sluice.server.routes import Routes
+from sluice.server.stored_responses import RESPONSES_PREFIX
 from sluice.settings import Settings
 from sluice.storage.base import Store
 from sluice.storage.writer import WriteBehind
@@ -92,6 +86,7 @@ class Gateway:
         store: Store,
         transport: HttpTransport,
         vault: Vault | None,
+        seal: AccountSeal,
         new_id: IdFactory,
         wall_clock: Callable[[], float],
         clock: Callable[[], float],
@@ -116,41 +111,8 @@ class Gateway:
         self._decoding = ThreadPoolExecutor(1, thread_name_prefix="sluice-decode")
         self.counts = CountCache(clock)
         self.pacer = Pacer(clock)
-        messages = MessagesDoor()
-        self._openapi = msgspec.json.encode(openapi_document())
-        # path -> method -> (endpoint, needs a key); matched on the raw path only
-        self._routes: dict[str, dict[str, tuple[Endpoint, bool]]] = {
-            "/health": {"GET": (endpoints.health, False)},
-            "/health/live": {"GET": (endpoints.health, False)},
-            "/health/ready": {"GET": (endpoints.ready, False)},
-            OPENAPI_PATH: {"GET": (partial(endpoints.document, self._openapi), False)},
-            "/v1/models": {"GET": (endpoints.models, True)},
-            "/v1/chat/completions": {"POST": (partial(serve_door, ChatCompletionsDoor()), True)},
-            "/v1/messages": {"POST": (partial(serve_door, messages), True)},
-            "/v1/responses": {"POST": (partial(serve_door, ResponsesDoor()), True)},
-            COUNT_TOKENS_PATH: {"POST": (count_tokens, True)},
-            INPUT_TOKENS_PATH: {
-                "POST": (
-                    partial(count_tokens, decode=decode_responses_request, answer=responses_count),
-                    True,
-                )
-            },
-            request_list.LIST_PATH: {"GET": (request_list.own_requests, True)},
-            LIVE_PATH: {"GET": (live_requests, False)},  # an API key or the admin key
-            request_list.ADMIN_LIST_PATH: {"GET": (request_list.all_requests, False)},
-            spend_report.SPEND_PATH: {"GET": (spend_report.own_spend, True)},
-            spend_report.ADMIN_SPEND_PATH: {"GET": (spend_report.all_spend, False)},
-            "/metrics": {"GET": (endpoints.metrics, False)},  # the admin key
-            CONNECTIONS_PATH: {"GET": (connections, False)},  # the admin key
-        }
-        self._request_log: dict[str, tuple[Endpoint, bool]] = {"GET": (endpoints.request_log, True)}
-        self._doors: dict[str, FrontDoor] = {"/v1/messages": messages, COUNT_TOKENS_PATH: messages}
-        self._admin: dict[str, tuple[Endpoint, bool]] = {
-            method: (admin, False) for method in ("GET", "POST", "PUT", "PATCH", "DELETE")
-        }
-        self._routes[RELOAD_PATH] = dict.fromkeys(self._admin, (reload_endpoint, False))
-        for path, page in console_routes():
-            self._routes[path] = {"GET": (page, False)}
+        self.memory = ResponseMemory(store)
+        self.routes = Routes(self.memory, seal, msgspec.json.encode(openapi_document()))
 
     @property
     def settings(self) -> Settings:
@@ -201,16 +163,9 @@ class Gateway:
         await self.transport.close()
         await services.limiter.close()
         await services.log.close()
+        await self.memory.close()  # the responses still being stored
         await services.telemetry.close()  # the spans still queued are exported
         self._decoding.shutdown(wait=False, cancel_futures=True)
-
-    def _endpoints(self, path: str) -> dict[str, tuple[Endpoint, bool]] | None:
-        methods = self._routes.get(path)
-        if methods is None and path.startswith(REQUEST_LOG_PREFIX):
-            return self._request_log
-        if methods is None and path.startswith(ADMIN_PREFIX):
-            return self._admin
-        return methods
 
     async def decoded(self, decode: Callable[[], _T], body: bytes | bytearray) -> _T:
         """``decode()`` of a request body: on the event loop when it is small, else on
@@ -231,7 +186,7 @@ class Gateway:
         lets through (429), or, on a door, its account was found empty (402). Whatever
         this lets in is checked again in full once it is read."""
         path = target.partition(b"?")[0].decode("latin-1")
-        door = self._doors.get(path)
+        door = self.routes.doors.get(path)
         fields = {n.decode("latin-1").lower(): v.decode("latin-1") for n, v in headers}
         presented = credentials(fields, None if door is None else door.key_header)
         principal = self.auth.cached(presented)
@@ -263,7 +218,7 @@ class Gateway:
         err = connection_error(status, message)
         request_id = self.new_id("req")
         path = target.partition(b"?")[0].decode("latin-1")
-        self.services.metrics.request(path if path in self._routes else "other", status, [])
+        self.services.metrics.request(path if path in self.routes.paths else "other", status, [])
         if _log.isEnabledFor(logging.INFO):
             shown = printable(path)
             line = RefusalLine(request_id, shown, status)
@@ -273,7 +228,7 @@ class Gateway:
         allowed = allowed_origin(self.settings.server.cors_origins, seen)
         if allowed is not None:
             headers += cors_headers(allowed)
-        door = self._doors.get(path)
+        door = self.routes.doors.get(path)
         if door is None:
             return error_headers(err, headers), error_json(err)
         if door.request_id_header is not None:
@@ -282,7 +237,7 @@ class Gateway:
 
     async def handle(self, request: Request, writer: ResponseWriter) -> None:
         call = Call(request, writer, self.new_id("req"), int(self.wall_clock()), self.clock())
-        door = call.door = self._doors.get(request.path)
+        door = call.door = self.routes.doors.get(request.path)
         if door is not None and door.request_id_header is not None:
             call.headers.append((door.request_id_header, call.request_id))
         status = 200
@@ -318,7 +273,7 @@ class Gateway:
                 status = call.exchange.status
             elif status == 200 and writer.status:
                 status = writer.status  # an endpoint's own status (201 Created)
-            path = request.path if request.path in self._routes else "other"
+            path = request.path if request.path in self.routes.paths else "other"
             attempts = [] if call.exchange is None else call.exchange.attempts
             self.services.metrics.request(path, status, attempts)
             if _log.isEnabledFor(logging.INFO):
@@ -358,10 +313,10 @@ class Gateway:
 
     def _quick(self, path: str) -> bool:
         """A key's call that is all work, paced (:mod:`.pacing`)."""
-        return path in _QUICK or path.startswith(REQUEST_LOG_PREFIX)
+        return path in _QUICK or path.startswith((REQUEST_LOG_PREFIX, RESPONSES_PREFIX))
 
     def _endpoint(self, request: Request) -> tuple[Endpoint, bool]:
-        methods = self._endpoints(request.path)
+        methods = self.routes.find(request.path)
         if methods is None:
             raise NotFoundError(f"Unknown request URL: {request.method} {request.path}.")
         if request.method == "HEAD" and "GET" in methods:

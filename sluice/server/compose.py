@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from sluice import __version__
+from sluice.accounts.sealing import AccountSeal
 from sluice.accounts.vault import Vault
 from sluice.exchange.metrics import Metrics
 from sluice.exchange.refusals import RepeatLog, Tarpit
@@ -65,6 +66,7 @@ class _Lasting:
         server, routing, metering = settings.server, settings.routing, settings.metering
         self.store, self.new_id, self.clock, self.rng = store, new_id, clock, rng
         self.vault = Vault(settings.secret_key) if settings.secret_key is not None else None
+        self.seal = AccountSeal.from_secret(settings.secret_key)
         self.transport = HttpTransport(
             f"sluice/{__version__}",
             clock,
@@ -164,6 +166,7 @@ def create_app(
         store=store,
         transport=lasting.transport,
         vault=lasting.vault,
+        seal=lasting.seal,
         new_id=new_id,
         wall_clock=wall_clock,
         clock=clock,

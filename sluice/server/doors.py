@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from sluice.errors import ApiError, BudgetExceededError
 from sluice.exchange.exchange import Exchange
-from sluice.exchange.ports import FrontDoor
+from sluice.exchange.ports import FrontDoor, Remembering
 from sluice.exchange.record import refusal_record
 from sluice.exchange.refusals import REFUSAL_STATUSES
 from sluice.exchange.services import Services
@@ -32,10 +32,13 @@ LOGGED = MappingProxyType(
 """Paths whose requests get request-log rows, and the front door each row names."""
 
 
-async def serve_door(door: FrontDoor, gw: Gateway, call: Call) -> None:
-    """A front door's endpoint: decode, then the exchange runs the request. The call was
-    counted against its request limit when it arrived; an account found empty is
-    refused before its body is decoded."""
+async def serve_door(
+    door: FrontDoor, gw: Gateway, call: Call, *, memory: Remembering | None = None
+) -> None:
+    """A front door's endpoint: decode, then the exchange runs the request (with the
+    door's ``memory`` of its answers, if it keeps them). The call was counted against
+    its request limit when it arrived; an account found empty is refused before its
+    body is decoded."""
     services = gw.services  # this request's, to its end, whatever a reload swaps in
     assert call.principal is not None
     if services.meter.out_of_credits(call.principal):
@@ -50,7 +53,7 @@ async def serve_door(door: FrontDoor, gw: Gateway, call: Call) -> None:
     extra = door.answer_headers(req)
     answering = [*call.headers, *extra] if extra else call.headers
     exchange = call.exchange = Exchange(
-        services, door, call.writer, answering, incoming, counted=True
+        services, door, call.writer, answering, incoming, counted=True, memory=memory
     )
     await exchange.run(
         req, call.principal, request_id=call.request_id, created=call.created, started=call.started

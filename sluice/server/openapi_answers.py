@@ -1,7 +1,8 @@
-"""The answers the gateway builds as dicts (health, pages, spend reports, accounts, keys
-and accounts' own connections and prices in the admin API), described field for field
-as structs so :mod:`~sluice.server.openapi` can give their schemas; and the schema of
-one event of each streamed answer. Nothing encodes these: the schemathesis run
+"""The answers the gateway builds as dicts or with looser types (health, pages, spend
+reports, a stored response's input items and its deletion, accounts, keys and accounts'
+own connections and prices in the admin API), described field for field as structs so
+:mod:`~sluice.server.openapi` can give their schemas; and the schema of one event of
+each streamed answer. Nothing encodes these: the schemathesis run
 (``tests/server/test_schemathesis.py``) checks every real answer against them, so a
 field added to a dict and not here fails it."""
 
@@ -21,7 +22,7 @@ from sluice.storage.spend import SpendBy
 from sluice.wire.chunks import ChatCompletionChunk
 from sluice.wire.errors import StreamErrorEvent
 from sluice.wire.messages import ErrorEvent, MessageDelta, MessageStart
-from sluice.wire.responses import Response
+from sluice.wire.responses import InputItem, Response
 
 REF_TEMPLATE: Final = "#/components/schemas/{name}"
 Schema = dict[str, Any]
@@ -51,6 +52,31 @@ class RequestPage(msgspec.Struct):
     data: list[RequestRecord]
     has_more: bool
     next_cursor: str | None
+
+
+class ListedItem(InputItem, kw_only=True):
+    """An input item of a stored response as the client sent it, with its ``id`` (made
+    where it had none) and ``type`` (``message`` where left out), a message's string
+    content as one text part."""
+
+    id: str
+    type: str
+
+
+class InputItemPage(msgspec.Struct):
+    """``first_id`` and ``last_id``: the page's first and last items' (null: no items)."""
+
+    object: Literal["list"]
+    data: list[ListedItem]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+
+
+class ResponseDeleted(msgspec.Struct):
+    id: str
+    object: Literal["response.deleted"]
+    deleted: Literal[True]
 
 
 class SpendMoney(msgspec.Struct):

@@ -225,6 +225,9 @@ class NativeFields(_Wire):
 
     wire: str
     fields: dict[str, Raw]
+    owner: str | UnsetType = UNSET
+    """The account the request is served for, set before the plan by a door that binds
+    what it answers to it (the Responses door's sealed reasoning)."""
 
 
 class ChatRequest(_Wire):

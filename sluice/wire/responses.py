@@ -70,7 +70,8 @@ class InputItem(_Wire, kw_only=True):
 
     type: str = "message"
     role: Literal["user", "assistant", "system", "developer"] | Opt = UNSET
-    content: str | Blocks[ContentPart] | Opt = UNSET
+    content: str | Blocks[ContentPart] | Opt | None = UNSET
+    """A message's; a reasoning item's ``null`` (as Codex sends it back) is ignored."""
     id: str | Opt | None = UNSET
     call_id: Annotated[str, Meta(min_length=1, max_length=256)] | Opt = UNSET
     name: Annotated[str, Meta(min_length=1, max_length=256)] | Opt = UNSET

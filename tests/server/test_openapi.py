@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sluice.server import request_list
+from sluice.server import request_list, stored_responses
 from sluice.server.openapi import openapi_document
 from sluice.server.pages import MAX_LIMIT
 from sluice.storage.spend import SPEND_BY
@@ -41,7 +41,7 @@ async def test_the_document_describes_every_route_and_every_reference_resolves(
 ) -> None:
     async with running_gateway(tmp_path) as gw:
         answer = await exchange(gw.host, gw.port, get("/openapi.json", None))
-        routed = {p for p in gw.gateway._routes if not p.startswith("/console/")} - UNDESCRIBED
+        routed = {p for p in gw.gateway.routes.paths if not p.startswith("/console/")} - UNDESCRIBED
         assert gw.dev_key is not None
         body = {
             "model": "sluice/demo",
@@ -89,6 +89,9 @@ def test_every_path_parameter_is_declared_and_every_answer_is_typed() -> None:
         ("/v1/messages", "post", "ErrorEvent"),
         ("/v1/messages/count_tokens", "post", "ErrorEvent"),
         ("/admin/spend", "get", "ErrorEnvelope"),
+        ("/v1/responses/{response_id}", "get", "ErrorEnvelope"),
+        ("/v1/responses/{response_id}", "delete", "ErrorEnvelope"),
+        ("/v1/responses/{response_id}/input_items", "get", "ErrorEnvelope"),
     ],
 )
 def test_errors_are_each_wires_envelope_under_their_statuses(
@@ -112,6 +115,52 @@ def test_listings_declare_their_query_parameters_with_the_bounds_the_code_checks
     assert listing["limit"] == {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}
     answer = paths["/v1/requests"]["get"]["responses"]["200"]["content"]
     assert set(answer) == {"application/json", "text/csv", "application/x-ndjson"}
+
+
+STORED = "/v1/responses/{response_id}"
+ITEMS = "/v1/responses/{response_id}/input_items"
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "answer", "query"),
+    [
+        (STORED, "get", "Response", {"stream", "starting_after", "include"}),
+        (STORED, "delete", "ResponseDeleted", set()),
+        (ITEMS, "get", "InputItemPage", {"after", "limit", "order", "include"}),
+    ],
+)
+def test_a_stored_response_is_described_under_its_id_with_its_answer(
+    path: str, method: str, answer: str, query: set[str]
+) -> None:
+    operation = openapi_document()["paths"][path][method]
+    (response_id,) = [p for p in operation["parameters"] if p["in"] == "path"]
+    assert response_id["name"] == "response_id" and response_id["required"]
+    assert response_id["schema"]["pattern"] == f"^{stored_responses._RESPONSE_ID.pattern}$"
+    assert {p["name"] for p in operation["parameters"] if p["in"] == "query"} == query
+    content = operation["responses"]["200"]["content"]
+    assert content == {"application/json": {"schema": {"$ref": f"#/components/schemas/{answer}"}}}
+    assert operation["security"] == [{"apiKey": []}]
+    assert {"401", "404", "5XX"} <= set(operation["responses"])
+
+
+def test_a_stored_responses_input_items_are_a_page_with_the_bounds_the_code_checks() -> None:
+    doc = openapi_document()
+    operations = doc["paths"]
+    assert set(operations[STORED]) == {"get", "delete"} and set(operations[ITEMS]) == {"get"}
+    query = {p["name"]: p["schema"] for p in operations[ITEMS]["get"]["parameters"]}
+    assert query["limit"] == {"type": "integer", "minimum": 1, "maximum": 100}
+    assert query["order"]["enum"] == ["asc", "desc"]
+    stored = {p["name"]: p["schema"] for p in operations[STORED]["get"]["parameters"]}
+    assert stored["stream"]["enum"] == ["false"]
+    schemas = doc["components"]["schemas"]
+    page = schemas["InputItemPage"]
+    assert set(page["required"]) == {"object", "data", "first_id", "last_id", "has_more"}
+    assert page["properties"]["object"] == {"enum": ["list"]}
+    assert page["properties"]["data"]["items"] == {"$ref": "#/components/schemas/ListedItem"}
+    assert {"id", "type"} <= set(schemas["ListedItem"]["required"])
+    deleted = schemas["ResponseDeleted"]
+    assert deleted["properties"]["object"] == {"enum": ["response.deleted"]}
+    assert deleted["properties"]["deleted"] == {"enum": [True]}
 
 
 @pytest.mark.parametrize(

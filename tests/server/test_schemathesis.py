@@ -40,7 +40,8 @@ from schemathesis.specs.openapi.checks import (
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
 from sluice.accounts.keys import key_prefix
-from sluice.server.openapi import ENDPOINTS, openapi_document
+from sluice.server.openapi import openapi_document
+from sluice.server.openapi_paths import ENDPOINTS
 from tests.server.test_admin import ADMIN, ENV
 from tests.support.accounts import metered_key
 from tests.support.gateway import running_gateway
@@ -240,9 +241,12 @@ HI = [{"role": "user", "content": "Hi"}]
 Reachable = tuple[str, str, dict[str, Any], int]
 
 
-def reachable_cases(served: Served, request_id: str) -> list[tuple[Case[Any], int]]:
+def reachable_cases(
+    served: Served, request_id: str, response_id: str
+) -> list[tuple[Case[Any], int]]:
     """Answers random cases rarely or never reach: streams, a stored row, a real key,
-    the spare account's records; each with the status it must have."""
+    the spare account's records, a stored response; each with the status it must
+    have."""
     streamed = {"model": DEMO_MODEL, "max_tokens": 8, "stream": True, "messages": HI}
     usage = {**streamed, "stream_options": {"include_usage": True}}
     prefix = key_prefix(served.api_key)
@@ -259,7 +263,11 @@ def reachable_cases(served: Served, request_id: str) -> list[tuple[Case[Any], in
     ]  # fmt: skip
     return [
         (SCHEMA[path][method].Case(**parts), status)
-        for path, method, parts, status in [*cases, *spare_cases(served)]
+        for path, method, parts, status in [
+            *cases,
+            *spare_cases(served),
+            *stored_response_cases(response_id),
+        ]
     ]
 
 
@@ -299,6 +307,29 @@ def spare_cases(served: Served) -> list[Reachable]:
     ]  # fmt: skip
 
 
+STORED = "/v1/responses/{response_id}"
+ITEMS = "/v1/responses/{response_id}/input_items"
+
+
+def stored_response_cases(response_id: str) -> list[Reachable]:
+    """A stored response read whole and paged (a full page, a page after an item, a page
+    past the end, a bad parameter), then deleted and gone."""
+    stored = {"response_id": response_id}
+    return [
+        (STORED, "GET", {"path_parameters": stored, "query": {"stream": "false"}}, 200),
+        (ITEMS, "GET", {"path_parameters": stored}, 200),
+        (ITEMS, "GET", {"path_parameters": stored, "query": {"limit": 1, "order": "asc"}}, 200),
+        (ITEMS, "GET", {"path_parameters": stored, "query": {"after": "msg_first",
+                                                             "order": "asc"}}, 200),
+        (ITEMS, "GET", {"path_parameters": stored, "query": {"after": "msg_first"}}, 200),
+        (ITEMS, "GET", {"path_parameters": stored, "query": {"order": "up"}}, 400),
+        (STORED, "DELETE", {"path_parameters": stored}, 200),
+        (STORED, "GET", {"path_parameters": stored}, 404),
+        (ITEMS, "GET", {"path_parameters": stored}, 404),
+        (STORED, "DELETE", {"path_parameters": stored}, 404),
+    ]  # fmt: skip
+
+
 def test_answers_generated_cases_rarely_reach_match_too(served: Served) -> None:
     body = json.dumps({"model": "sluice/demo", "max_tokens": 8, "messages": HI})
     done = served.session.post(
@@ -308,7 +339,20 @@ def test_answers_generated_cases_rarely_reach_match_too(served: Served) -> None:
         timeout=20,
     )
     assert done.status_code == 200
-    for case, status in reachable_cases(served, done.headers["x-request-id"]):
+    # a stored response's input: an item with its own id, to page after, and one without
+    stored_input: list[dict[str, Any]] = [
+        {"role": "user", "content": "Hi", "id": "msg_first"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Again"}]},
+    ]
+    kept = served.session.post(
+        f"{served.url}/v1/responses",
+        json={"model": DEMO_MODEL, "max_output_tokens": 8, "input": stored_input},
+        headers=served.headers("/v1/responses", "POST"),
+        timeout=20,
+    )
+    assert kept.status_code == 200, kept.text
+    cases = reachable_cases(served, done.headers["x-request-id"], kept.json()["id"])
+    for case, status in cases:
         headers = served.headers(case.operation.path, case.operation.method.upper())
         answer = case.call_and_validate(
             base_url=served.url, session=served.session, headers=headers, checks=CHECKS

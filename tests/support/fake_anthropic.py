@@ -130,3 +130,17 @@ def error_body(kind: str, message: str) -> dict[str, Any]:
         "error": {"type": kind, "message": message},
         "request_id": "req_011CFakeUpstream",
     }
+
+
+def whole_message(*content: dict[str, Any], stop_reason: str = "end_turn") -> dict[str, Any]:
+    """A whole (not streamed) Messages answer holding ``content``."""
+    return {
+        "id": MESSAGE_ID,
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": list(content),
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 20, "output_tokens": 5},
+    }

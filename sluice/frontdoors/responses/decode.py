@@ -16,8 +16,10 @@ What is not obvious:
   :mod:`.tools` maps the names back.
 - ``reasoning`` items are left out: no upstream Sluice reaches takes OpenAI's
   encrypted reasoning back, and their summaries were the model's own words.
-- ``previous_response_id`` needs a stored response: none is kept yet, so it is a 400
-  ``previous_response_not_found``; ``item_reference`` items are refused the same way.
+- ``previous_response_id``: the input is decoded here with its tool outputs unchecked
+  (their calls may be in the earlier turns); :mod:`.memory` brings the stored
+  conversation back before the plan and decodes it all again, checked.
+  ``item_reference`` items are refused (400 ``invalid_value``): not served.
 - The response echoes what the request set: those fields are kept as sent in
   ``native`` (wire ``responses``), which no provider sends on.
 """
@@ -30,6 +32,7 @@ import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from sluice.errors import InvalidRequestError
+from sluice.frontdoors.responses.reasoning import Unseal
 from sluice.frontdoors.responses.tools import (
     chat_tool_choice,
     chat_tools,
@@ -52,6 +55,7 @@ from sluice.wire.chat import (
     StreamOptions,
     SystemMessage,
     TextPart,
+    ThinkingBlocks,
     ToolCall,
     ToolMessage,
     UserContentPart,
@@ -74,7 +78,7 @@ WIRE = "responses"
 ECHOED = frozenset(
     {"instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens"}
     | {"temperature", "top_p", "text", "reasoning", "metadata", "store", "user"}
-    | {"prompt_cache_key", "include"}
+    | {"prompt_cache_key", "include", "previous_response_id", "input"}
 )
 """The request's fields the response repeats (kept as sent in ``native``)."""
 _REQUEST = msgspec.json.Decoder(ResponsesRequest)
@@ -87,17 +91,12 @@ def decode_responses_request(
     body: bytes | bytearray, max_depth: int = DEFAULT_MAX_JSON_DEPTH
 ) -> ChatRequest:
     req = decode_body(_REQUEST, body, max_depth)
-    if isinstance(req.previous_response_id, str):
-        raise InvalidRequestError(
-            f"Previous response with id '{req.previous_response_id[:64]}' not found.",
-            code="previous_response_not_found",
-            param="previous_response_id",
-        )
     fields = _FIELDS.decode(body)
     stream = req.stream is True
+    continued = isinstance(req.previous_response_id, str)
     return ChatRequest(
         model=req.model,
-        messages=_instructions(req.instructions) + _conversation(req.input),
+        messages=instructions(req.instructions) + conversation(req.input, checked=not continued),
         stream=True if stream else UNSET,
         stream_options=StreamOptions(include_usage=True) if stream else UNSET,
         tools=chat_tools(req.tools) or UNSET,
@@ -115,22 +114,30 @@ def decode_responses_request(
     )
 
 
-def _instructions(instructions: str | UnsetType | None) -> list[Message]:
+def instructions(instructions: str | UnsetType | None) -> list[Message]:
     return [SystemMessage(instructions)] if isinstance(instructions, str) and instructions else []
 
 
-def _conversation(items: str | list[InputItem]) -> list[Message]:
+def conversation(
+    items: str | list[InputItem], *, checked: bool = True, unseal: Unseal | None = None
+) -> list[Message]:
+    """The input items as messages; ``checked``: each tool output answers a call made
+    earlier in ``items`` (else 400 naming its ``call_id``); ``unseal``: a reasoning
+    item's ``encrypted_content`` is opened into the thinking blocks of the assistant
+    turn after it (without it, reasoning items are left out)."""
     if isinstance(items, str):
         return [UserMessage(items)]
     out: list[Message] = []
-    calls: set[str] = set()
+    calls: set[str] | None = set() if checked else None
+    thoughts: ThinkingBlocks = []
     for i, item in enumerate(items):
         kind = item.type
         if kind == "message":
             out.append(_message(i, item))
         elif kind in ("function_call", "custom_tool_call"):
             call = _call(i, item)
-            calls.add(call.id)
+            if calls is not None:
+                calls.add(call.id)
             last = out[-1] if out else None
             if isinstance(last, AssistantMessage) and last.refusal is UNSET:
                 last.tool_calls = [*(last.tool_calls or ()), call]
@@ -139,11 +146,15 @@ def _conversation(items: str | list[InputItem]) -> list[Message]:
         elif kind in ("function_call_output", "custom_tool_call_output"):
             out.append(_output(i, item, calls))
         elif kind == "reasoning":
+            sealed = item.encrypted_content
+            if unseal is not None and isinstance(sealed, str):
+                thoughts += unseal(sealed, f"input[{i}].encrypted_content")
             continue
         elif kind == "item_reference":
             raise InvalidRequestError(
-                "Item references need stored responses, which this gateway does not keep yet.",
-                code="previous_response_not_found",
+                "item_reference items are not served; send the item itself, or continue "
+                "a stored response with previous_response_id.",
+                code="invalid_value",
                 param=f"input[{i}]",
             )
         else:
@@ -152,6 +163,10 @@ def _conversation(items: str | list[InputItem]) -> list[Message]:
                 code="invalid_value",
                 param=f"input[{i}].type",
             )
+        last = out[-1] if out else None
+        if thoughts and isinstance(last, AssistantMessage):
+            last.thinking_blocks = [*(last.thinking_blocks or ()), *thoughts]
+            thoughts = []
     if not out:
         raise InvalidRequestError(
             "input must hold at least one message.", code="invalid_value", param="input"
@@ -161,7 +176,7 @@ def _conversation(items: str | list[InputItem]) -> list[Message]:
 
 def _message(i: int, item: InputItem) -> Message:
     role, content = item.role, item.content
-    if role is UNSET or content is UNSET:
+    if role is UNSET or content is UNSET or content is None:
         missing = "role" if role is UNSET else "content"
         raise InvalidRequestError(
             f"A message item needs its {missing}.",
@@ -263,9 +278,9 @@ def _call(i: int, item: InputItem) -> ToolCall:
     return ToolCall(call_id, FunctionCall(flat_name(namespace, name), arguments))
 
 
-def _output(i: int, item: InputItem, calls: set[str]) -> ToolMessage:
+def _output(i: int, item: InputItem, calls: set[str] | None) -> ToolMessage:
     call_id = item.call_id
-    if not isinstance(call_id, str) or call_id not in calls:
+    if not isinstance(call_id, str) or (calls is not None and call_id not in calls):
         raise InvalidRequestError(
             f"No earlier function call in input has call_id '{str(call_id)[:64]}'.",
             code="invalid_value",

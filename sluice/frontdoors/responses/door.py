@@ -11,13 +11,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+import msgspec
+
 from sluice.core.tally import Opening, Tally
 from sluice.errors import ApiError
 from sluice.frontdoors.chat import SSE_HEADERS
 from sluice.frontdoors.responses.decode import decode_responses_request
 from sluice.frontdoors.responses.echo import Echo
 from sluice.frontdoors.responses.encode import ResponsesStreamEncoder, response_body
+from sluice.frontdoors.responses.memory import ResponseMemory
 from sluice.frontdoors.responses.objects import event
+from sluice.frontdoors.responses.reasoning import ReasoningSeal
 from sluice.frontdoors.responses.tools import ToolNames
 from sluice.wire.chat import ChatRequest, NativeFields
 from sluice.wire.chunks import CompletionChoice
@@ -26,16 +30,24 @@ from sluice.wire.errors import error_json
 from sluice.wire.sse import KEEPALIVE_COMMENT
 
 OMITTED_TOOLS_HEADER = "x-sluice-omitted-tools"
+_ENCODER = msgspec.json.Encoder()
 _TOOL_TYPE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 """A tool type as it may stand in a header (others are named ``other``)."""
 
 
 class ResponsesDoor:
+    """The door, its memory of stored responses (:mod:`.memory`) and its sealing of
+    reasoning (:mod:`.reasoning`)."""
+
     name = "responses"
     key_header = None
     request_id_header = None
     stream_headers = SSE_HEADERS
     keepalive = KEEPALIVE_COMMENT
+
+    def __init__(self, memory: ResponseMemory, reasoning: ReasoningSeal) -> None:
+        self.memory = memory
+        self.reasoning = reasoning
 
     def decode(
         self, body: bytes | bytearray, headers: Mapping[str, str], max_depth: int
@@ -55,7 +67,7 @@ class ResponsesDoor:
     def stream_encoder(
         self, identity: StreamIdentity, opening: Opening, req: ChatRequest
     ) -> ResponsesStreamEncoder:
-        return ResponsesStreamEncoder(identity, Echo(req))
+        return ResponsesStreamEncoder(identity, Echo(req), self.reasoning.sealer(req))
 
     def completion(
         self,
@@ -64,7 +76,8 @@ class ResponsesDoor:
         tally: Tally,
         req: ChatRequest,
     ) -> bytes:
-        return response_body(identity, Echo(req), choices[0], tally)
+        seal = self.reasoning.sealer(req)
+        return response_body(identity, Echo(req), choices[0], tally, seal)
 
     def error_body(self, err: ApiError) -> bytes:
         return error_json(err)
@@ -73,3 +86,19 @@ class ResponsesDoor:
         """A failure before any response event (after keep-alives): the ``error`` event."""
         detail = {"code": err.code or err.type, "message": err.message, "param": err.param}
         return event("error", {**detail, "sequence_number": 0})
+
+    async def recall(self, req: ChatRequest, account_id: str) -> ChatRequest:
+        return await self.memory.recall(req, account_id, self.reasoning.opener(account_id))
+
+    def remember(
+        self, req: ChatRequest, account_id: str, request_id: str, answer: object
+    ) -> str | None:
+        """Keeps the answer in :attr:`memory` (``answer``: this door's encoder at its
+        end, or the whole body)."""
+        if isinstance(answer, ResponsesStreamEncoder):
+            if answer.answer is None or not answer.answer.store:
+                return None
+            answer = _ENCODER.encode(answer.answer)
+        if not isinstance(answer, bytes):
+            return None
+        return self.memory.remember(req, account_id, request_id, answer)

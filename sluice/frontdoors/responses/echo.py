@@ -23,6 +23,7 @@ class Echo:
         "metadata",
         "names",
         "parallel_tool_calls",
+        "previous_response_id",
         "prompt_cache_key",
         "reasoning",
         "store",
@@ -43,6 +44,7 @@ class Echo:
         self.top_p = _typed(fields, "top_p", float)
         self.user = _typed(fields, "user", str)
         self.prompt_cache_key = _typed(fields, "prompt_cache_key", str)
+        self.previous_response_id = _typed(fields, "previous_response_id", str)
         self.parallel_tool_calls = _typed(fields, "parallel_tool_calls", bool) is not False
         self.store = _typed(fields, "store", bool) is not False
         self.reasoning = fields.get("reasoning")

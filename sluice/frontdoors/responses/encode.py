@@ -31,7 +31,9 @@ from sluice.frontdoors.responses.objects import (
     response_object,
     settle,
 )
+from sluice.frontdoors.responses.reasoning import Seal
 from sluice.frontdoors.responses.tools import custom_input
+from sluice.wire.chat import RedactedThinkingBlock, ThinkingBlock, ThinkingBlocks
 from sluice.wire.chunks import CompletionChoice, Delta, ToolCallDelta, text_only
 from sluice.wire.encode import StreamIdentity
 from sluice.wire.responses import (
@@ -63,11 +65,13 @@ class _Item:
 
     __slots__ = (
         "arguments",
+        "blocks",
         "call_id",
         "custom",
         "id",
         "index",
         "kind",
+        "mark",
         "name",
         "prefix",
         "text",
@@ -92,6 +96,8 @@ class _Item:
         self.arguments: list[str] = []
         self.call_id = self.name = ""
         self.custom = False
+        self.blocks: ThinkingBlocks = []  # a reasoning item's signed thinking
+        self.mark = 0  # where in ``text`` the next thinking block starts
 
 
 class ResponsesStreamEncoder:
@@ -103,13 +109,15 @@ class ResponsesStreamEncoder:
         "_open",
         "_output",
         "_response",
+        "_seal",
         "_seq",
         "_started",
         "_suffix",
+        "answer",
     )
 
-    def __init__(self, identity: StreamIdentity, echo: Echo) -> None:
-        self._identity, self._echo = identity, echo
+    def __init__(self, identity: StreamIdentity, echo: Echo, seal: Seal | None = None) -> None:
+        self._identity, self._echo, self._seal = identity, echo, seal
         self._response = response_object(identity, echo, "in_progress", [])
         self._suffix = response_id(identity).partition("_")[2]
         self._seq = 0
@@ -118,6 +126,8 @@ class ResponsesStreamEncoder:
         self._calls: dict[int, _Item] = {}  # our tool-call index → its open item
         self._finish: str | None = None
         self._output: list[OutItem] = []
+        self.answer: Response | None = None
+        """The response as ``response.completed`` (or ``.incomplete``) carried it."""
 
     def events(self, batch: ChunkBatch) -> bytes:
         out: list[bytes] = []
@@ -148,6 +158,7 @@ class ResponsesStreamEncoder:
         response = self._whole()
         settle(response, self._finish, tally, self._identity.created)
         kind = "response.completed" if response.status == "completed" else "response.incomplete"
+        self.answer = response
         out.append(self._event(kind, {"response": response}))
         return b"".join(out)
 
@@ -184,6 +195,15 @@ class ResponsesStreamEncoder:
             item = self._ensure("reasoning", out)
             item.text.append(reasoning)
             out.append(self._part_event(item, reasoning))
+        signature, redacted = delta.reasoning_signature, delta.redacted_reasoning
+        if isinstance(signature, str) or isinstance(redacted, str):
+            item = self._ensure("reasoning", out)
+            if isinstance(signature, str):
+                thought = "".join(item.text[item.mark :])
+                item.blocks.append(ThinkingBlock(thought, signature))
+                item.mark = len(item.text)
+            if isinstance(redacted, str):
+                item.blocks.append(RedactedThinkingBlock(redacted))
         for text in (delta.content, delta.refusal):
             if isinstance(text, str) and text:
                 item = self._ensure("message", out)
@@ -299,6 +319,8 @@ class ResponsesStreamEncoder:
                 self._event("response.reasoning_summary_part.done", {**where, "part": summary})
             )
             whole = OutReasoning(id=item.id, summary=[summary])
+            if item.blocks and self._seal is not None:
+                whole.encrypted_content = self._seal(item.blocks)
         elif item.kind == "message":
             self._output[item.index] = self._close_message(item, out)
             return
@@ -339,15 +361,25 @@ def call_item(
 
 
 def response_body(
-    identity: StreamIdentity, echo: Echo, choice: CompletionChoice, tally: Tally
+    identity: StreamIdentity,
+    echo: Echo,
+    choice: CompletionChoice,
+    tally: Tally,
+    seal: Seal | None = None,
 ) -> bytes:
-    """A whole answer: its reasoning, its text, its tool calls, in that order."""
+    """A whole answer: its reasoning (its signed thinking sealed), its text, its tool
+    calls, in that order."""
     message = choice.message
     suffix = response_id(identity).partition("_")[2]
     output: list[OutItem] = []
     reasoning = message.reasoning_content
-    if isinstance(reasoning, str) and reasoning:
-        output.append(OutReasoning(id=f"rs_{suffix}_0", summary=[SummaryPart(reasoning)]))
+    blocks = message.thinking_blocks if seal is not None else None
+    if (isinstance(reasoning, str) and reasoning) or blocks:
+        summary = [SummaryPart(reasoning)] if isinstance(reasoning, str) and reasoning else []
+        thought = OutReasoning(id=f"rs_{suffix}_0", summary=summary)
+        if blocks and seal is not None:
+            thought.encrypted_content = seal(blocks)
+        output.append(thought)
     texts = [t for t in (message.content, message.refusal) if isinstance(t, str) and t]
     if texts:
         part = OutputText("".join(texts))

@@ -64,6 +64,7 @@ def response_object(
         model=identity.model,
         output=output,
         parallel_tool_calls=echo.parallel_tool_calls,
+        previous_response_id=echo.previous_response_id,
         reasoning=echo.reasoning,
         store=echo.store,
         temperature=echo.temperature,

@@ -1,0 +1,92 @@
+"""The gateway's one route table: every path, its methods, their endpoints and whether
+each needs an API key; the paths under a prefix (a request's log row, a stored
+response, the admin API); and the front door that answers each door's path, whose
+wire the errors there are written in. Matched on the raw path only."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from sluice.accounts.sealing import AccountSeal
+from sluice.exchange.ports import FrontDoor
+from sluice.frontdoors.chat import ChatCompletionsDoor
+from sluice.frontdoors.messages.door import MessagesDoor
+from sluice.frontdoors.responses.decode import decode_responses_request
+from sluice.frontdoors.responses.door import ResponsesDoor
+from sluice.frontdoors.responses.memory import ResponseMemory
+from sluice.frontdoors.responses.reasoning import ReasoningSeal
+from sluice.server import endpoints, request_list, spend_report, stored_responses
+from sluice.server.admin import ADMIN_PREFIX, admin
+from sluice.server.admin_connections import CONNECTIONS_PATH, connections
+from sluice.server.call import Endpoint
+from sluice.server.console import console_routes
+from sluice.server.count_tokens import (
+    COUNT_TOKENS_PATH,
+    INPUT_TOKENS_PATH,
+    count_tokens,
+    responses_count,
+)
+from sluice.server.doors import serve_door
+from sluice.server.endpoints import REQUEST_LOG_PREFIX
+from sluice.server.live import LIVE_PATH, live_requests
+from sluice.server.openapi import OPENAPI_PATH
+from sluice.server.reload import RELOAD_PATH, reload_endpoint
+
+Methods = dict[str, tuple[Endpoint, bool]]
+"""A path's methods: each one's endpoint and whether it needs an API key."""
+_ADMIN_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+class Routes:
+    """``paths``: the exact paths; ``prefixes``: the paths under a prefix, tried in
+    order after the exact ones; ``doors``: the door answering each door's path."""
+
+    __slots__ = ("doors", "paths", "prefixes")
+
+    def __init__(self, memory: ResponseMemory, seal: AccountSeal, openapi_body: bytes) -> None:
+        messages = MessagesDoor()
+        responses = ResponsesDoor(memory, ReasoningSeal(seal))
+        counted_input = partial(
+            count_tokens, decode=decode_responses_request, answer=responses_count
+        )
+        self.paths: dict[str, Methods] = {
+            "/health": {"GET": (endpoints.health, False)},
+            "/health/live": {"GET": (endpoints.health, False)},
+            "/health/ready": {"GET": (endpoints.ready, False)},
+            OPENAPI_PATH: {"GET": (partial(endpoints.document, openapi_body), False)},
+            "/v1/models": {"GET": (endpoints.models, True)},
+            "/v1/chat/completions": {"POST": (partial(serve_door, ChatCompletionsDoor()), True)},
+            "/v1/messages": {"POST": (partial(serve_door, messages), True)},
+            "/v1/responses": {"POST": (partial(serve_door, responses, memory=responses), True)},
+            COUNT_TOKENS_PATH: {"POST": (count_tokens, True)},
+            INPUT_TOKENS_PATH: {"POST": (counted_input, True)},
+            request_list.LIST_PATH: {"GET": (request_list.own_requests, True)},
+            LIVE_PATH: {"GET": (live_requests, False)},  # an API key or the admin key
+            request_list.ADMIN_LIST_PATH: {"GET": (request_list.all_requests, False)},
+            spend_report.SPEND_PATH: {"GET": (spend_report.own_spend, True)},
+            spend_report.ADMIN_SPEND_PATH: {"GET": (spend_report.all_spend, False)},
+            "/metrics": {"GET": (endpoints.metrics, False)},  # the admin key
+            CONNECTIONS_PATH: {"GET": (connections, False)},  # the admin key
+            RELOAD_PATH: dict.fromkeys(_ADMIN_METHODS, (reload_endpoint, False)),
+        }
+        for path, page in console_routes():
+            self.paths[path] = {"GET": (page, False)}
+        self.prefixes: tuple[tuple[str, Methods], ...] = (
+            (REQUEST_LOG_PREFIX, {"GET": (endpoints.request_log, True)}),
+            (
+                stored_responses.RESPONSES_PREFIX,
+                {"GET": (stored_responses.read, True), "DELETE": (stored_responses.delete, True)},
+            ),
+            (ADMIN_PREFIX, dict.fromkeys(_ADMIN_METHODS, (admin, False))),
+        )
+        self.doors: dict[str, FrontDoor] = {"/v1/messages": messages, COUNT_TOKENS_PATH: messages}
+
+    def find(self, path: str) -> Methods | None:
+        """The methods served at ``path``; None: no such path."""
+        methods = self.paths.get(path)
+        if methods is not None:
+            return methods
+        for prefix, under in self.prefixes:
+            if path.startswith(prefix):
+                return under
+        return None
