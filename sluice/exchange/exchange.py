@@ -16,7 +16,6 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from sluice.core.principal import KeyPolicy, Principal
-from sluice.core.tokens import estimate_prompt_tokens
 from sluice.errors import (
     ApiError,
     InternalError,
@@ -24,7 +23,6 @@ from sluice.errors import (
     ShuttingDownError,
 )
 from sluice.exchange.admission import admitted, token_subject
-from sluice.exchange.completion import complete
 from sluice.exchange.heads import error_headers
 from sluice.exchange.ports import (
     ClientGoneError,
@@ -38,8 +36,8 @@ from sluice.exchange.record import request_record
 from sluice.exchange.refusals import REFUSAL_STATUSES, held
 from sluice.exchange.services import Services
 from sluice.exchange.state import ExchangeState
-from sluice.exchange.streaming import stream
 from sluice.exchange.telemetry import RequestTrace
+from sluice.exchange.work import Work
 from sluice.guardrails.checks import check_input
 from sluice.guardrails.selection import RuleSet
 from sluice.limits.base import LimiterUnavailableError
@@ -127,10 +125,12 @@ class Exchange:
         req: ChatRequest,
         principal: Principal,
         *,
+        work: Work,
         request_id: str,
         created: int,
         started: float,
     ) -> int:
+        """Admit ``req`` on ``work``'s demand, run the work, settle; the HTTP status."""
         state = self.state = ExchangeState(
             req, principal, request_id=request_id, created=created, started=started
         )
@@ -140,11 +140,8 @@ class Exchange:
         try:
             if self.memory is not None:
                 state.req = await self.memory.recall(state.req, principal.account_id)
-            output = await self._admit(state)
-            if state.req.is_stream:
-                await stream(self, state, output)
-            else:
-                await complete(self, state, output)
+            output = await self._admit(state, work)
+            await work.run(self, state, output)
         except ApiError as err:
             status = err.http_status
             if state.error is None:
@@ -168,22 +165,26 @@ class Exchange:
                 self.settle(status)
         return status
 
-    async def _admit(self, state: ExchangeState) -> RuleSet:
+    async def _admit(self, state: ExchangeState, work: Work) -> RuleSet:
         """Rate limits first (a refused request costs nothing downstream), then the input
         guardrails (before routing and any hold, docs/api.md#guardrails), the plan and the
-        credit hold. Returns the output guardrails that apply."""
+        credit hold, each on the work's demand, not the request's body. Returns the
+        output guardrails that apply."""
         services, principal = self.services, state.principal
         _check_models(state.req, principal.policy)
+        demand = work.demand(state.req)
         subject = token_subject(services, principal, self.counted)
         if subject is not None:
-            estimate = estimate_prompt_tokens(state.req)
-            decision = admitted(await services.limiter.admit(subject, estimate), self.headers)
+            decision = admitted(
+                await services.limiter.admit(subject, demand.prompt_estimate), self.headers
+            )
             self._limit_ticket = decision.ticket
         rules = services.guardrails.select(principal, state.req.model)
         if rules.input:
             state.req = await check_input(
                 state.req, rules.input, request_id=state.request_id, notes=state.guardrails
             )
+            demand = work.demand(state.req)  # redaction changed what is sent
         req = state.req
         view = await services.tenants.view(principal.account_id)
         state.prices = view.prices
@@ -197,8 +198,8 @@ class Exchange:
         state.ticket = await services.meter.hold(
             principal,
             state.request_id,
-            hold_amount(req, rates),
-            capped=req.output_ceiling is not None,
+            hold_amount(demand, rates),
+            capped=demand.output_ceiling is not None,
         )
         return rules.output
 

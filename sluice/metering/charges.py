@@ -23,12 +23,11 @@ from decimal import Decimal
 import msgspec
 
 from sluice.core.connection import ConnectionSettings
+from sluice.core.demand import Demand
 from sluice.core.money import NANO_PER_USD
-from sluice.core.tokens import prompt_token_ceiling
 from sluice.core.usage import Price, TokenUsage
 from sluice.metering.pricing import cost_pico
 from sluice.routing.catalog import CatalogModel
-from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import PriceSource
 
 PICO_PER_NANO = 1000
@@ -82,22 +81,22 @@ def charge(usage: TokenUsage, rate: Rate) -> int:
     return nano_from_pico(cost_pico(usage, rate.price))
 
 
-def hold_amount(req: ChatRequest, candidates: Sequence[tuple[CatalogModel, Rate]]) -> int:
-    """The most this request can cost on any target it may be served by: the prompt's
-    token ceiling plus the output ceiling (the request's, else the model's), at that
-    target's rate, the prompt at its dearest (a cache write may cost more than input).
-    Unpriced targets cost nothing."""
-    prompt = prompt_token_ceiling(req)
+def hold_amount(demand: Demand, candidates: Sequence[tuple[CatalogModel, Rate]]) -> int:
+    """The most a request of this demand can cost on any target it may be served by:
+    the prompt's token ceiling plus the output ceiling (the request's, else the
+    model's) per answer, at that target's rate, the prompt at its dearest (a cache
+    write may cost more than input). Unpriced targets cost nothing."""
+    prompt = demand.prompt_ceiling
     most = 0
     for model, rate in candidates:
         price = rate.price
         if price is None:
             continue
-        ceiling = req.output_ceiling or model.max_output_tokens or DEFAULT_OUTPUT_CEILING
+        ceiling = demand.output_ceiling or model.max_output_tokens or DEFAULT_OUTPUT_CEILING
         usage = TokenUsage(
             prompt_tokens=prompt,
             cache_write_tokens=prompt if price.cache_write > price.input else 0,
-            completion_tokens=ceiling * req.choice_count,
+            completion_tokens=ceiling * demand.answers,
         )
         most = max(most, nano_from_pico(cost_pico(usage, price)))
     return most

@@ -14,6 +14,7 @@ from sluice.exchange.ports import FrontDoor, Remembering
 from sluice.exchange.record import refusal_record
 from sluice.exchange.refusals import REFUSAL_STATUSES
 from sluice.exchange.services import Services
+from sluice.exchange.work import chat_work
 from sluice.server.call import Call
 from sluice.server.count_tokens import COUNT_TOKENS_PATH, INPUT_TOKENS_PATH
 
@@ -56,7 +57,12 @@ async def serve_door(
         services, door, call.writer, answering, incoming, counted=True, memory=memory
     )
     await exchange.run(
-        req, call.principal, request_id=call.request_id, created=call.created, started=call.started
+        req,
+        call.principal,
+        work=chat_work(req),
+        request_id=call.request_id,
+        created=call.created,
+        started=call.started,
     )
 
 

@@ -22,6 +22,7 @@ from sluice.exchange.refusals import RepeatLog, Tarpit
 from sluice.exchange.services import Services
 from sluice.exchange.tasks import Tasks
 from sluice.exchange.tenants import Tenants
+from sluice.exchange.work import chat_work
 from sluice.frontdoors.chat import ChatCompletionsDoor
 from sluice.guardrails.selection import Guardrails
 from sluice.limits.stores.memory import MemoryLimiter
@@ -140,6 +141,7 @@ class Harness:
         status = await exchange.run(
             req,
             PRINCIPAL,
+            work=chat_work(req),
             request_id="req_1",
             created=FIXED_TIME,
             started=self.services.clock(),

@@ -377,7 +377,7 @@ async def test_a_failure_inside_the_gateway_is_logged_as_an_error_not_complete(
     async def broken(*_: object) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("sluice.exchange.exchange.complete", broken)
+    monkeypatch.setattr("sluice.exchange.work.complete", broken)
     conn = connection("a")
     async with harness(tmp_path, {"a": []}, [conn]) as h:
         client = RecordingClient()

@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from sluice.core.connection import ConnectionSettings
+from sluice.core.demand import chat_demand
 from sluice.core.money import nano_from_usd_text, usd_from_nano
 from sluice.core.usage import MAX_REPORTED_COST_USD, MAX_REPORTED_TOKENS, Price, TokenUsage
 from sluice.metering.charges import (
@@ -336,7 +337,7 @@ PROMPT = 3 + 4 + 2  # reply priming + one message's framing + 2 bytes of text
 def test_hold_amount(
     req: ChatRequest, candidates: list[tuple[CatalogModel, Rate]], nano: int
 ) -> None:
-    assert hold_amount(req, candidates) == nano
+    assert hold_amount(chat_demand(req), candidates) == nano
 
 
 @pytest.mark.parametrize(
@@ -352,6 +353,6 @@ def test_hold_amount(
 def test_a_settled_charge_stays_within_zero_and_its_hold(
     usage: TokenUsage, rate: Rate, settled: int
 ) -> None:
-    held = hold_amount(request(max_tokens=100), [(model(), rate)])
+    held = hold_amount(chat_demand(request(max_tokens=100)), [(model(), rate)])
     ticket = Ticket("hold_1", "acct", "key", "req", amount=held)
     assert (held, ticket.capped(charge(usage, rate))) == (1_533_750, settled)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from sluice.core.demand import chat_demand
 from sluice.core.money import nano_from_usd_text
 from sluice.core.tokens import estimate_prompt_tokens, prompt_token_ceiling, tokens_for_chars
 from sluice.core.usage import MAX_REPORTED_COST_USD, MAX_REPORTED_TOKENS, Price, TokenUsage
@@ -96,7 +97,7 @@ def test_a_hold_prices_the_prompt_at_its_dearest_rate() -> None:
     prompt = prompt_token_ceiling(req)
 
     def held(price: Price) -> int:
-        return hold_amount(req, [(model, Rate(price, "list"))])
+        return hold_amount(chat_demand(req), [(model, Rate(price, "list"))])
 
     assert held(plain) == nano_from_pico(
         cost_pico(TokenUsage(prompt_tokens=prompt, completion_tokens=100), plain)

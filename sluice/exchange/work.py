@@ -1,0 +1,55 @@
+"""What an endpoint asks an exchange to run: how it runs, and what admission reads of
+it (its :class:`~sluice.core.demand.Demand`). The exchange's admit → run → settle is
+the same for every kind of work, so no metered endpoint can skip the hold, the rate
+limits or the request log; a new kind (the next issue's embeddings) is one more class
+here with its own ``run``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from sluice.core.demand import Demand, chat_demand
+from sluice.exchange.completion import complete
+from sluice.exchange.state import ExchangeState
+from sluice.exchange.streaming import stream
+from sluice.guardrails.selection import RuleSet
+from sluice.wire.chat import ChatRequest
+
+if TYPE_CHECKING:
+    from sluice.exchange.exchange import Exchange
+
+
+class Work(Protocol):
+    def demand(self, req: ChatRequest) -> Demand:
+        """What ``req`` (as admission sees it) may cost."""
+        ...
+
+    async def run(self, ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
+        """Once admitted: the upstream call and the answer to the client."""
+        ...
+
+
+class Streamed:
+    """A chat answer streamed as it comes (:mod:`.streaming`)."""
+
+    def demand(self, req: ChatRequest) -> Demand:
+        return chat_demand(req)
+
+    async def run(self, ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
+        await stream(ex, state, output)
+
+
+class Whole:
+    """A chat answer read whole, then sent in one write (:mod:`.completion`)."""
+
+    def demand(self, req: ChatRequest) -> Demand:
+        return chat_demand(req)
+
+    async def run(self, ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
+        await complete(ex, state, output)
+
+
+def chat_work(req: ChatRequest) -> Work:
+    """A chat-shaped request's work, as it asked: streamed or whole."""
+    return Streamed() if req.is_stream else Whole()
