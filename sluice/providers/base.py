@@ -8,7 +8,7 @@ sends what it builds and feeds it what arrives, in whatever pieces arrive.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import msgspec
 
@@ -124,15 +124,6 @@ class AdapterBase:
     def _shape(self, req: ChatRequest) -> StreamShape:
         return StreamShape(req.choice_count, self._max_event_bytes)
 
-    def count_request(self, req: ChatRequest, target: Target) -> UpstreamRequest | None:
-        """The request that asks the provider to count the prompt's input tokens; None
-        for a provider that has no such endpoint (the gateway estimates instead)."""
-        return None
-
-    def parse_count(self, body: bytes) -> int:
-        """The count in the answer to :meth:`count_request`."""
-        raise NotImplementedError
-
 
 class Adapter(Protocol):
     kind: str
@@ -147,6 +138,17 @@ class Adapter(Protocol):
 
     def stream(self, req: ChatRequest) -> StreamTranslator: ...
 
-    def count_request(self, req: ChatRequest, target: Target) -> UpstreamRequest | None: ...
 
-    def parse_count(self, body: bytes) -> int: ...
+@runtime_checkable
+class CountsTokens(Protocol):
+    """An ability: the provider counts a prompt's input tokens itself. An adapter whose
+    provider has no count endpoint does not implement it (the gateway estimates);
+    :class:`~sluice.providers.registry.AdapterRegistry` resolves it once per adapter."""
+
+    def count_request(self, req: ChatRequest, target: Target) -> UpstreamRequest:
+        """The request that asks the provider to count the prompt, as it would be sent."""
+        ...
+
+    def parse_count(self, body: bytes) -> int:
+        """The count in the answer to :meth:`count_request`."""
+        ...

@@ -15,7 +15,7 @@ import msgspec
 
 from sluice.errors import ConfigError
 from sluice.ids import IdFactory
-from sluice.providers.base import Adapter
+from sluice.providers.base import Adapter, CountsTokens
 from sluice.wire.bounds import DEFAULT_MAX_EVENT_BYTES
 
 
@@ -87,6 +87,20 @@ def provider_spec(kind: str) -> ProviderSpec:
     raise ConfigError(f"unknown provider kind {kind!r} (known: {known})")
 
 
+class Abilities:
+    """An adapter and its optional abilities (the small protocols in
+    :mod:`sluice.providers.base`), resolved once when it is built: each is the adapter
+    itself where it implements that protocol, None where it does not."""
+
+    __slots__ = ("adapter", "counts_tokens")
+
+    def __init__(self, adapter: Adapter) -> None:
+        self.adapter = adapter
+        self.counts_tokens: CountsTokens | None = (
+            adapter if isinstance(adapter, CountsTokens) else None
+        )
+
+
 class AdapterRegistry:
     """One adapter per kind, built on first use with the gateway's id factory and the
     largest stream event an upstream may send."""
@@ -94,14 +108,18 @@ class AdapterRegistry:
     def __init__(self, new_id: IdFactory, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         self._new_id = new_id
         self._max_event_bytes = max_event_bytes
-        self._adapters: dict[str, Adapter] = {}
+        self._abilities: dict[str, Abilities] = {}
+
+    def abilities(self, kind: str) -> Abilities:
+        found = self._abilities.get(kind)
+        if found is None:
+            make = provider_spec(kind).make
+            adapter = make(kind, self._new_id, self._max_event_bytes)
+            found = self._abilities[kind] = Abilities(adapter)
+        return found
 
     def adapter(self, kind: str) -> Adapter:
-        adapter = self._adapters.get(kind)
-        if adapter is None:
-            make = provider_spec(kind).make
-            adapter = self._adapters[kind] = make(kind, self._new_id, self._max_event_bytes)
-        return adapter
+        return self.abilities(kind).adapter
 
 
 def region_from_env(spec: ProviderSpec, env: Mapping[str, str]) -> str | None:

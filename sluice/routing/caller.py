@@ -130,13 +130,13 @@ class UpstreamCaller:
         return Completed(attempt, ParsedCompletion(choices, parsed.usage, repairs))
 
     async def count_tokens(self, req: ChatRequest, target: Target) -> int | None:
-        """The provider's own count of the prompt, if it has a count endpoint and answers
-        in time; None otherwise."""
+        """The provider's own count of the prompt, if its adapter counts tokens and it
+        answers in time; None otherwise."""
         conn = target.connection
-        adapter = self._registry.adapter(conn.provider)
-        upstream = adapter.count_request(req, target)
-        if upstream is None:
+        counter = self._registry.abilities(conn.provider).counts_tokens
+        if counter is None:
             return None
+        upstream = counter.count_request(req, target)
         try:
             async with asyncio.timeout(min(conn.timeouts.first_event, conn.timeouts.total)):
                 resp = await self._transport.send(
@@ -146,7 +146,7 @@ class UpstreamCaller:
                     body = await resp.read_body(self._error_body_bytes)
                 finally:
                     resp.close()
-            return adapter.parse_count(body) if resp.status < 300 else None
+            return counter.parse_count(body) if resp.status < 300 else None
         except (ApiError, TimeoutError):
             return None
 

@@ -97,10 +97,11 @@ class Router:
 
     async def count_tokens(self, req: ChatRequest, plan: Plan) -> tuple[int, Target] | None:
         """The serving provider's own count of the prompt, and the target that counted:
-        the plan's first target whose connection's circuit is closed, if its provider
-        has a count endpoint and answers in time; None otherwise, and the caller
-        estimates. Not an attempt: not counted for the breaker, and never sent to a
-        connection the breaker is holding off or probing."""
+        the plan's first target whose connection's circuit is closed, if its adapter
+        counts tokens (:class:`~sluice.providers.base.CountsTokens`) and its provider
+        answers in time; None otherwise, and the caller estimates. Not an attempt: not
+        counted for the breaker, and never sent to a connection the breaker is holding
+        off or probing."""
         now = self._clock()
         closed = (
             a.target

@@ -31,7 +31,7 @@ from sluice.providers.anthropic.upstream import (
     error_detail,
     tool_input_json,
 )
-from sluice.providers.base import AdapterBase, ParsedCompletion, UpstreamRequest
+from sluice.providers.base import AdapterBase, CountsTokens, ParsedCompletion, UpstreamRequest
 from sluice.providers.errors import malformed_response, retry_after_seconds
 from sluice.providers.normalize import normalize_finish_reason
 from sluice.wire.chat import (
@@ -121,8 +121,8 @@ def _with_native(body: MessagesRequest, req: ChatRequest) -> bytes:
     return head[:-1] + b"," + _ENCODER.encode(native.fields)[1:]
 
 
-class AnthropicAdapter(AdapterBase):
-    """``anthropic`` connections (the Messages API)."""
+class AnthropicAdapter(AdapterBase, CountsTokens):
+    """``anthropic`` connections (the Messages API), which count a prompt's tokens."""
 
     def build_request(self, req: ChatRequest, target: Target) -> UpstreamRequest:
         conn = target.connection
