@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from sluice.core.principal import KeyPolicy, Principal
@@ -126,6 +126,7 @@ class Exchange:
         principal: Principal,
         *,
         work: Work,
+        omitted_tools: Sequence[str] = (),
         request_id: str,
         created: int,
         started: float,
@@ -134,6 +135,7 @@ class Exchange:
         state = self.state = ExchangeState(
             req, principal, request_id=request_id, created=created, started=started
         )
+        state.omitted_tools = list(omitted_tools)
         self.services.tasks.running(request_id, principal.account_id, self._live_record)
         self.trace = self.services.telemetry.start(req.model, self._incoming)
         status = 200

@@ -97,8 +97,10 @@ class FrontDoor(Protocol):
         self, body: bytes | bytearray, headers: Mapping[str, str], max_depth: int
     ) -> ChatRequest: ...
 
-    def answer_headers(self, req: ChatRequest) -> Sequence[tuple[str, str]]:
-        """Headers of every answer to ``req`` that depend on the request (none: empty)."""
+    def omitted_tools(self, req: ChatRequest) -> Sequence[str]:
+        """The kinds of tool ``req`` offered that no upstream is sent (a door's hosted
+        tools), each a safe header token, at most 16; none: empty. The answer names
+        them in ``X-Sluice-Omitted-Tools`` and its request-log row in ``omitted_tools``."""
         ...
 
     def stream_encoder(

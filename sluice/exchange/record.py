@@ -84,6 +84,7 @@ def request_record(
         guardrails=[msgspec.to_builtins(n) for n in state.guardrails],
         repairs=[msgspec.to_builtins(r) for r in state.repairs()],
         stored_response=state.stored,
+        omitted_tools=state.omitted_tools,
     )
     if state.plan is not None:
         rec.route_name = state.plan.route_name

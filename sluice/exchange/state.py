@@ -56,6 +56,7 @@ class ExchangeState:
         "error",
         "first_token",
         "guardrails",
+        "omitted_tools",
         "plan",
         "prices",
         "principal",
@@ -96,6 +97,7 @@ class ExchangeState:
         self.sent = False  # content reached the client
         self.completed = False  # the upstream's answer arrived whole
         self.stored: str | None = None  # the id the door's memory keeps the answer under
+        self.omitted_tools: list[str] = []  # the kinds of tool no upstream was sent
         self.error: ApiError | None = None
         self.guardrails: list[Note] = []  # what guardrails did, for the request log
 

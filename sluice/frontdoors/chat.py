@@ -74,7 +74,7 @@ class ChatCompletionsDoor:
     ) -> ChatRequest:
         return decode_chat_request(body, max_depth)
 
-    def answer_headers(self, req: ChatRequest) -> tuple[tuple[str, str], ...]:
+    def omitted_tools(self, req: ChatRequest) -> tuple[str, ...]:
         return ()
 
     def stream_encoder(

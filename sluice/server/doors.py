@@ -19,8 +19,10 @@ from sluice.server.call import Call
 from sluice.server.count_tokens import COUNT_TOKENS_PATH, INPUT_TOKENS_PATH
 
 if TYPE_CHECKING:
-    from sluice.server.app import Gateway
+    from sluice.server.context import GatewayContext
 
+OMITTED_TOOLS_HEADER = "x-sluice-omitted-tools"
+"""Names the kinds of tool a request offered that no upstream was sent."""
 LOGGED = MappingProxyType(
     {
         "/v1/chat/completions": "chat",
@@ -34,7 +36,7 @@ LOGGED = MappingProxyType(
 
 
 async def serve_door(
-    door: FrontDoor, gw: Gateway, call: Call, *, memory: Remembering | None = None
+    door: FrontDoor, gw: GatewayContext, call: Call, *, memory: Remembering | None = None
 ) -> None:
     """A front door's endpoint: decode, then the exchange runs the request (with the
     door's ``memory`` of its answers, if it keeps them). The call was counted against
@@ -51,8 +53,10 @@ async def serve_door(
     req = await gw.decoded(partial(door.decode, body, headers, services.max_json_depth), body)
     call.request.body = b""  # decoded: the raw bytes need not live as long as the request
     incoming = call.request.headers  # a client's traceparent, when tracing is on
-    extra = door.answer_headers(req)
-    answering = [*call.headers, *extra] if extra else call.headers
+    omitted = door.omitted_tools(req)
+    answering = (
+        [*call.headers, (OMITTED_TOOLS_HEADER, ", ".join(omitted))] if omitted else call.headers
+    )
     exchange = call.exchange = Exchange(
         services, door, call.writer, answering, incoming, counted=True, memory=memory
     )
@@ -60,6 +64,7 @@ async def serve_door(
         req,
         call.principal,
         work=chat_work(req),
+        omitted_tools=omitted,
         request_id=call.request_id,
         created=call.created,
         started=call.started,

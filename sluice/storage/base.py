@@ -163,6 +163,8 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     repairs: list[dict[str, Any]] = []
     """What the gateway changed in what the upstream sent: a dropped choice, a renumbered
     tool call (``{kind, choice, upstream_index, index}``)."""
+    omitted_tools: list[str] = []
+    """The kinds of tool the request offered that no upstream was sent (hosted tools)."""
     stored_response: str | None = None
     """The stored response this request answered with (``GET /v1/responses/{id}``)."""
     coalesced: int = 0

@@ -245,7 +245,9 @@ async def test_hosted_tools_are_left_out_and_named_in_a_header(
             raw = await client.responses.with_raw_response.create(
                 model="test/gpt-fake", input="Hi", tools=hosted
             )
+            row: Any = await client.get(f"/requests/{raw.headers['x-request-id']}", cast_to=object)
     assert raw.headers["x-sluice-omitted-tools"] == "web_search, file_search, other"
+    assert row["omitted_tools"] == ["web_search", "file_search", "other"]
     assert "set-cookie" not in raw.headers
     assert raw.parse().output_text == "Hi."
     sent = fake.requests[0].json()

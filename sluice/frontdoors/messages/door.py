@@ -35,7 +35,7 @@ class MessagesDoor:
     ) -> ChatRequest:
         return decode_messages_request(body, headers, max_depth)
 
-    def answer_headers(self, req: ChatRequest) -> tuple[tuple[str, str], ...]:
+    def omitted_tools(self, req: ChatRequest) -> tuple[str, ...]:
         return ()
 
     def stream_encoder(

@@ -29,7 +29,6 @@ from sluice.wire.encode import StreamIdentity
 from sluice.wire.errors import error_json
 from sluice.wire.sse import KEEPALIVE_COMMENT
 
-OMITTED_TOOLS_HEADER = "x-sluice-omitted-tools"
 _ENCODER = msgspec.json.Encoder()
 _TOOL_TYPE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 """A tool type as it may stand in a header (others are named ``other``)."""
@@ -54,15 +53,14 @@ class ResponsesDoor:
     ) -> ChatRequest:
         return decode_responses_request(body, max_depth)
 
-    def answer_headers(self, req: ChatRequest) -> tuple[tuple[str, str], ...]:
-        """``X-Sluice-Omitted-Tools``: the hosted tools left out of the upstream request."""
+    def omitted_tools(self, req: ChatRequest) -> list[str]:
+        """The hosted tools left out of the upstream request (``other`` for a type that
+        is not a safe header token)."""
         native = req.native
         tools = native.fields.get("tools") if isinstance(native, NativeFields) else None
         omitted = ToolNames(tools).omitted if tools is not None else []
-        if not omitted:
-            return ()
         names = [name if _TOOL_TYPE.fullmatch(name) else "other" for name in omitted[:16]]
-        return ((OMITTED_TOOLS_HEADER, ", ".join(dict.fromkeys(names))),)
+        return list(dict.fromkeys(names))
 
     def stream_encoder(
         self, identity: StreamIdentity, opening: Opening, req: ChatRequest
