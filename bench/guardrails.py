@@ -27,9 +27,9 @@ from pathlib import Path
 from sluice.config import parse_config
 from sluice.core.connection import Timeouts
 from sluice.core.principal import Principal
+from sluice.core.upstream_request import UpstreamRequest
 from sluice.guardrails.selection import Guardrails
 from sluice.guardrails.stream import StreamGuard
-from sluice.providers.base import UpstreamRequest
 from sluice.server.lifecycle import start_gateway, stop_gateway
 from sluice.settings import build_settings
 from sluice.transport.http import UpstreamResponse

@@ -20,9 +20,9 @@ import msgspec
 
 from sluice.config import Action, GuardrailConfig, Stage
 from sluice.core.connection import Timeouts
+from sluice.core.upstream_request import UpstreamRequest
 from sluice.errors import ApiError, ConfigError, GuardrailUnavailableError
 from sluice.guardrails.rule import Note, add_note, note_match
-from sluice.providers.base import UpstreamRequest
 from sluice.transport.http import UpstreamResponse
 
 MAX_ANSWER_BYTES = 64 * 1024

@@ -1,19 +1,21 @@
 """The one interface every provider implements (STYLE.md: adapters are pure translators).
 
-An adapter turns our request into an :class:`UpstreamRequest` and the upstream's bytes
-into our chunks. It opens no socket, reads no clock and no environment: the transport
-sends what it builds and feeds it what arrives, in whatever pieces arrive.
+An adapter turns our request into an
+:class:`~sluice.core.upstream_request.UpstreamRequest` and the upstream's bytes into our
+chunks. It opens no socket, reads no clock and no environment: the transport sends what
+it builds and feeds it what arrives, in whatever pieces arrive.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import msgspec
 
 from sluice.core.batch import ChunkBatch
 from sluice.core.connection import Target
+from sluice.core.upstream_request import UpstreamRequest
 from sluice.core.usage import TokenUsage
 from sluice.errors import ApiError
 from sluice.ids import IdFactory
@@ -23,33 +25,6 @@ from sluice.wire.chunks import CompletionChoice
 
 if TYPE_CHECKING:
     from sluice.providers.normalize import ChunkEmitter
-
-
-class LocalUpstream(Protocol):
-    """An upstream that lives in this process (the demo): a script of pauses and bytes.
-
-    The transport sleeps for each pause, then hands the bytes to the translator
-    exactly as if they had come from a socket.
-    """
-
-    def script(self) -> Iterator[tuple[float, bytes]]: ...
-
-
-class AwsSigning(msgspec.Struct, frozen=True):
-    """Ask the transport to sign the request with AWS SigV4 (it holds the credentials)."""
-
-    service: str
-    region: str
-
-
-class UpstreamRequest(msgspec.Struct):
-    method: str
-    url: str
-    headers: dict[str, str]
-    body: bytes
-    stream: bool
-    local: LocalUpstream | None = None
-    aws_sigv4: AwsSigning | None = None
 
 
 class Repair(msgspec.Struct, frozen=True):

@@ -20,9 +20,9 @@ import msgspec
 
 from sluice.core.connection import Target
 from sluice.core.tokens import estimate_prompt_tokens, tokens_for_chars
+from sluice.core.upstream_request import UpstreamRequest
 from sluice.errors import ConfigError
 from sluice.ids import IdFactory
-from sluice.providers.base import UpstreamRequest
 from sluice.providers.openai import OpenAIAdapter
 from sluice.wire.chat import ChatRequest, Tool, ToolMessage, UserMessage, message_text
 from sluice.wire.chunks import (

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 import msgspec
 
 from sluice.core.connection import Target
+from sluice.core.upstream_request import UpstreamRequest
 from sluice.errors import ApiError
-from sluice.providers.base import AdapterBase, ParsedCompletion, UpstreamRequest
+from sluice.providers.base import AdapterBase, ParsedCompletion
 from sluice.providers.openai_completion import parse_openai_completion
 from sluice.providers.openai_errors import parse_openai_error
 from sluice.providers.openai_request import openai_body

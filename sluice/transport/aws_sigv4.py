@@ -15,8 +15,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials, ReadOnlyCredentials
 from botocore.session import get_session
 
+from sluice.core.upstream_request import AwsSigning, UpstreamRequest
 from sluice.errors import UpstreamError
-from sluice.providers.base import AwsSigning, UpstreamRequest
 
 _REUSE_SECONDS = 60.0
 

@@ -2,7 +2,7 @@
 
 One pooled :class:`aiohttp.ClientSession` per gateway process. Redirects are never
 followed (an upstream redirect is an upstream error, not a new destination).
-In-process upstreams (:class:`~sluice.providers.base.LocalUpstream`) are run by
+In-process upstreams (:class:`~sluice.core.upstream_request.LocalUpstream`) are run by
 :class:`LocalResponse` behind the same :class:`UpstreamResponse` shape.
 """
 
@@ -17,8 +17,8 @@ import aiohttp
 from yarl import URL
 
 from sluice.core.connection import Timeouts
+from sluice.core.upstream_request import UpstreamRequest
 from sluice.errors import RequestTimeoutError, ShuttingDownError, UpstreamError
-from sluice.providers.base import UpstreamRequest
 from sluice.transport.failures import (
     RequestNotSentError,
     deadline_error,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sluice.core.connection import Timeouts
-from sluice.providers.base import UpstreamRequest
+from sluice.core.upstream_request import UpstreamRequest
 from sluice.transport.http import UpstreamResponse
 
 

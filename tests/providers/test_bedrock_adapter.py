@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from sluice.core.connection import ConnectionSettings, Secret, Target, Timeouts
+from sluice.core.upstream_request import AwsSigning
 from sluice.errors import (
     InvalidRequestError,
     RateLimitError,
@@ -17,7 +18,6 @@ from sluice.errors import (
     UpstreamError,
 )
 from sluice.frontdoors.chat import decode_chat_request
-from sluice.providers.base import AwsSigning
 from sluice.providers.bedrock import BedrockAdapter
 from tests.support.fake_bedrock import converse_response
 from tests.support.gateway import counting_ids

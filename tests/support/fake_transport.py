@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sluice.core.connection import ConnectionSettings, Secret, Timeouts
-from sluice.providers.base import UpstreamRequest
+from sluice.core.upstream_request import UpstreamRequest
 from sluice.transport.http import HttpTransport, UpstreamResponse
 
 Step = bytes | BaseException | asyncio.Event

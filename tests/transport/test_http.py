@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from sluice.core.connection import Timeouts
+from sluice.core.upstream_request import UpstreamRequest
 from sluice.errors import UpstreamError
-from sluice.providers.base import UpstreamRequest
 from sluice.transport.failures import RequestNotSentError
 from sluice.transport.http import HttpTransport
 

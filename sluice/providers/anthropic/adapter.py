@@ -13,6 +13,7 @@ import msgspec
 from msgspec import UNSET
 
 from sluice.core.connection import Target
+from sluice.core.upstream_request import UpstreamRequest
 from sluice.core.usage import reported_count
 from sluice.errors import ApiError
 from sluice.ids import IdFactory
@@ -31,7 +32,7 @@ from sluice.providers.anthropic.upstream import (
     error_detail,
     tool_input_json,
 )
-from sluice.providers.base import AdapterBase, CountsTokens, ParsedCompletion, UpstreamRequest
+from sluice.providers.base import AdapterBase, CountsTokens, ParsedCompletion
 from sluice.providers.errors import malformed_response, retry_after_seconds
 from sluice.providers.normalize import normalize_finish_reason
 from sluice.wire.chat import (

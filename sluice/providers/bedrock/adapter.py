@@ -17,9 +17,10 @@ import msgspec
 from msgspec import Raw, Struct
 
 from sluice.core.connection import Target
+from sluice.core.upstream_request import AwsSigning, UpstreamRequest
 from sluice.errors import ApiError, UpstreamError
 from sluice.ids import IdFactory
-from sluice.providers.base import AdapterBase, AwsSigning, ParsedCompletion, UpstreamRequest
+from sluice.providers.base import AdapterBase, ParsedCompletion
 from sluice.providers.bedrock.mapping import (
     Usage,
     bedrock_error,

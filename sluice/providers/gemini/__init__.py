@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from urllib.parse import quote
 
 from sluice.core.connection import Target
+from sluice.core.upstream_request import UpstreamRequest
 from sluice.errors import ApiError
-from sluice.providers.base import AdapterBase, ParsedCompletion, UpstreamRequest
+from sluice.providers.base import AdapterBase, ParsedCompletion
 from sluice.providers.gemini.errors import parse_gemini_error
 from sluice.providers.gemini.request import gemini_body
 from sluice.providers.gemini.response import GeminiStreamTranslator, parse_gemini_completion
