@@ -45,8 +45,8 @@ from sluice.storage.tenants import StoredConnection
 from sluice.wire.chat import ModelName
 
 if TYPE_CHECKING:
-    from sluice.server.app import Gateway
     from sluice.server.call import Call
+    from sluice.server.context import GatewayContext
 
 ADMIN_PREFIX = "/admin/"
 _CONNECTION_ID = re.compile(r"conn_[A-Za-z0-9_\-]{1,64}")
@@ -96,11 +96,11 @@ def _account_json(account: Account, spent: int | None = None) -> dict[str, objec
     }
 
 
-async def _account_shown(gw: Gateway, account: Account, now: int) -> dict[str, object]:
+async def _account_shown(gw: GatewayContext, account: Account, now: int) -> dict[str, object]:
     return _account_json(account, await account_spent(gw.store, account, now))
 
 
-async def _account_listed(gw: Gateway, account: Account, now: int) -> dict[str, object]:
+async def _account_listed(gw: GatewayContext, account: Account, now: int) -> dict[str, object]:
     """An account in a listing: ``spent`` where it has a budget to spend against (one
     indexed query each), so a page of accounts costs no report over the ledger."""
     if account.policy.budget is None:
@@ -108,7 +108,7 @@ async def _account_listed(gw: Gateway, account: Account, now: int) -> dict[str, 
     return await _account_shown(gw, account, now)
 
 
-def authorize(gw: Gateway, call: Call) -> None:
+def authorize(gw: GatewayContext, call: Call) -> None:
     expected = gw.settings.admin_key
     if expected is None:
         raise NotFoundError(f"Unknown request URL: {call.request.method} {call.request.path}.")
@@ -119,7 +119,7 @@ def authorize(gw: Gateway, call: Call) -> None:
         raise AuthenticationError("Invalid admin key.", code="invalid_admin_key")
 
 
-async def admin(gw: Gateway, call: Call) -> None:
+async def admin(gw: GatewayContext, call: Call) -> None:
     """Dispatch ``/admin/…`` by method and path segments."""
     authorize(gw, call)
     parts = call.request.path[len(ADMIN_PREFIX) :].split("/")
@@ -130,7 +130,7 @@ async def admin(gw: Gateway, call: Call) -> None:
     raise _unknown(call, parts)
 
 
-async def _accounts_and_keys(gw: Gateway, call: Call, parts: list[str], now: int) -> bool:
+async def _accounts_and_keys(gw: GatewayContext, call: Call, parts: list[str], now: int) -> bool:
     method, body = call.request.method, call.request.body
     match parts:
         case ["accounts"] if method == "POST":
@@ -178,7 +178,9 @@ async def _accounts_and_keys(gw: Gateway, call: Call, parts: list[str], now: int
     return True
 
 
-async def _connections_and_prices(gw: Gateway, call: Call, parts: list[str], now: int) -> bool:
+async def _connections_and_prices(
+    gw: GatewayContext, call: Call, parts: list[str], now: int
+) -> bool:
     method, body = call.request.method, call.request.body
     match parts:
         case ["accounts", name, "connections"] if method == "GET":
@@ -256,7 +258,7 @@ def _unknown(call: Call, parts: list[str]) -> Exception:
 
 
 async def _put_connection(
-    gw: Gateway, call: Call, account: Account, conn_id: str, now: int
+    gw: GatewayContext, call: Call, account: Account, conn_id: str, now: int
 ) -> None:
     if not _CONNECTION_ID.fullmatch(conn_id):
         raise InvalidRequestError(

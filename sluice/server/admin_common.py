@@ -13,8 +13,8 @@ from sluice.wire.bounds import DEFAULT_MAX_JSON_DEPTH
 from sluice.wire.errors import decode_body
 
 if TYPE_CHECKING:
-    from sluice.server.app import Gateway
     from sluice.server.call import Call
+    from sluice.server.context import GatewayContext
 
 _ENCODER = msgspec.json.Encoder()
 
@@ -27,7 +27,7 @@ async def send_json(call: Call, status: int, doc: object) -> None:
     await call.writer.send(status, [*call.headers, JSON], _ENCODER.encode(doc))
 
 
-async def find_account(gw: Gateway, name: str) -> Account:
+async def find_account(gw: GatewayContext, name: str) -> Account:
     account = await gw.store.get_account(name)
     if account is None:
         raise NotFoundError(f"No account named '{name}'.", code="account_not_found")

@@ -16,8 +16,8 @@ from sluice.exchange.heads import JSON
 from sluice.server.admin import authorize
 
 if TYPE_CHECKING:
-    from sluice.server.app import Gateway
     from sluice.server.call import Call
+    from sluice.server.context import GatewayContext
 
 CONNECTIONS_PATH = "/admin/connections"
 _ENCODER = msgspec.json.Encoder()
@@ -41,7 +41,7 @@ class ConnectionList(msgspec.Struct, kw_only=True):
     data: list[ConnectionView]
 
 
-async def connections(gw: Gateway, call: Call) -> None:
+async def connections(gw: GatewayContext, call: Call) -> None:
     authorize(gw, call)
     services = gw.services
     now = services.clock()

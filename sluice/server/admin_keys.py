@@ -37,8 +37,8 @@ from sluice.server.pages import (
 from sluice.storage.base import KeyInfo
 
 if TYPE_CHECKING:
-    from sluice.server.app import Gateway
     from sluice.server.call import Call
+    from sluice.server.context import GatewayContext
 
 
 class Revoke(msgspec.Struct, forbid_unknown_fields=True):
@@ -73,7 +73,7 @@ def _revoke_target(body: Revoke) -> tuple[str, str]:
     return given[0]
 
 
-async def _revoke(gw: Gateway, call: Call, body: bytes | bytearray, now: int) -> None:
+async def _revoke(gw: GatewayContext, call: Call, body: bytes | bytearray, now: int) -> None:
     """``POST /admin/keys/revoke``: the keys revoked, named; 404 when none was live."""
     field, text = _revoke_target(decode_json(body, Revoke))
     try:
@@ -96,7 +96,7 @@ class KeyCursor(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     id: str
 
 
-async def _key_page(gw: Gateway, call: Call, name: str, now: int) -> dict[str, object]:
+async def _key_page(gw: GatewayContext, call: Call, name: str, now: int) -> dict[str, object]:
     """``GET /admin/accounts/{name}/keys``: a page of the account's keys, oldest first."""
     params = query_params(call.request.query, ("limit", "cursor"))
     limit = page_limit(params.get("limit"))
@@ -114,7 +114,7 @@ async def _key_page(gw: Gateway, call: Call, name: str, now: int) -> dict[str, o
     }
 
 
-async def _key(gw: Gateway, prefix: str) -> KeyInfo:
+async def _key(gw: GatewayContext, prefix: str) -> KeyInfo:
     if len(prefix) < SHORTEST_NAMING_PREFIX:
         raise InvalidRequestError("Give at least `sk-sluice-` and 4 more characters.")
     found = await gw.store.find_key(prefix)
@@ -123,7 +123,7 @@ async def _key(gw: Gateway, prefix: str) -> KeyInfo:
     return found
 
 
-async def key_endpoints(gw: Gateway, call: Call, parts: list[str], now: int) -> bool:
+async def key_endpoints(gw: GatewayContext, call: Call, parts: list[str], now: int) -> bool:
     method, body = call.request.method, call.request.body
     match parts:
         case ["accounts", name, "keys"] if method == "GET":

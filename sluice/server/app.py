@@ -46,14 +46,14 @@ from sluice.server.count_tokens import (
 )
 from sluice.server.doors import log_unread_refusal
 from sluice.server.endpoints import REQUEST_LOG_PREFIX
-from sluice.server.generation import Generation
+from sluice.server.generation import Generation, Reloaded
 from sluice.server.intake import Intake, Limits
 from sluice.server.live import LiveFeeds
 from sluice.server.logformat import AccessLine, RefusalLine, printable
 from sluice.server.message import Request, ResponseWriter
 from sluice.server.openapi import openapi_document
 from sluice.server.pacing import Pacer
-from sluice.server.reload import Reloaded, Reloader
+from sluice.server.reload import Reloader
 from sluice.server.responses import connection_error
 from sluice.server.routes import Routes
 from sluice.server.stored_responses import RESPONSES_PREFIX
@@ -75,8 +75,9 @@ _errors = logging.getLogger("sluice.server")
 
 
 class Gateway:
-    """Built by :func:`~sluice.server.compose.create_app`; holds what endpoints need.
-    ``current`` is the config's generation; :meth:`reload` swaps it whole."""
+    """Built by :func:`~sluice.server.compose.create_app`; holds what endpoints need
+    (:class:`~.context.GatewayContext`, what they see of it). ``current`` is the
+    config's generation; :meth:`reload` swaps it whole."""
 
     def __init__(
         self,
@@ -107,12 +108,16 @@ class Gateway:
             clock=clock,
             wall_clock=wall_clock,
         )
-        self.feeds = LiveFeeds(clock, wall_clock)
         self._decoding = ThreadPoolExecutor(1, thread_name_prefix="sluice-decode")
-        self.counts = CountCache(clock)
         self.pacer = Pacer(clock)
         self.memory = ResponseMemory(store)
-        self.routes = Routes(self.memory, seal, msgspec.json.encode(openapi_document()))
+        self.routes = Routes(
+            self.memory,
+            seal,
+            msgspec.json.encode(openapi_document()),
+            feeds=LiveFeeds(clock, wall_clock),
+            counts=CountCache(clock),
+        )
 
     @property
     def settings(self) -> Settings:

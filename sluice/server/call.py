@@ -11,7 +11,7 @@ from sluice.exchange.ports import FrontDoor, Headers
 from sluice.server.message import Request, ResponseWriter
 
 if TYPE_CHECKING:
-    from sluice.server.app import Gateway
+    from sluice.server.context import GatewayContext
 
 
 class Call:
@@ -49,4 +49,4 @@ class Call:
         """The front door whose wire shapes this call's errors (None: the chat wire's)."""
 
 
-Endpoint = Callable[["Gateway", Call], Awaitable[None]]
+Endpoint = Callable[["GatewayContext", Call], Awaitable[None]]

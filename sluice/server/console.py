@@ -12,8 +12,8 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sluice.server.app import Gateway
     from sluice.server.call import Call, Endpoint
+    from sluice.server.context import GatewayContext
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -50,7 +50,7 @@ def _content_type(name: str) -> str:
     return next(kind for suffix, kind in _TYPES if name.endswith(suffix))
 
 
-async def _serve(body: bytes, content_type: str, gw: Gateway, call: Call) -> None:
+async def _serve(body: bytes, content_type: str, gw: GatewayContext, call: Call) -> None:
     headers = [*call.headers, ("content-type", content_type), *_SECURITY_HEADERS]
     await call.writer.send(200, headers, body)
 

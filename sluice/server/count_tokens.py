@@ -37,8 +37,8 @@ from sluice.wire.messages import CountTokens
 from sluice.wire.responses import InputTokens
 
 if TYPE_CHECKING:
-    from sluice.server.app import Gateway
     from sluice.server.call import Call
+    from sluice.server.context import GatewayContext
 
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 INPUT_TOKENS_PATH = "/v1/responses/input_tokens"
@@ -97,7 +97,8 @@ def responses_count(counted: Counted) -> bytes:
 
 
 async def count_tokens(
-    gw: Gateway,
+    counts: CountCache,
+    gw: GatewayContext,
     call: Call,
     decode: Decode = decode_count_request,
     answer: Callable[[Counted], bytes] = messages_count,
@@ -106,10 +107,10 @@ async def count_tokens(
     assert principal is not None
     body = call.request.body
     key = (principal.key_id, principal.policy.models, hashlib.sha256(body).digest())
-    counted = gw.counts.get(key)  # the same body again: not even decoded
+    counted = counts.get(key)  # the same body again: not even decoded
     if counted is None:
         counted = await _count(gw, principal, body, decode)
-        gw.counts.put(key, counted)
+        counts.put(key, counted)
         fresh = counted.target is not None
     else:
         fresh = False
@@ -118,7 +119,7 @@ async def count_tokens(
 
 
 async def _count(
-    gw: Gateway, principal: Principal, body: bytes | bytearray, decode: Decode
+    gw: GatewayContext, principal: Principal, body: bytes | bytearray, decode: Decode
 ) -> Counted:
     services = gw.services
     req = await gw.decoded(partial(decode, body, services.max_json_depth), body)
@@ -136,7 +137,7 @@ async def _count(
     return Counted(found[0], req.model, found[1])
 
 
-def _log(gw: Gateway, call: Call, counted: Counted, fresh: bool) -> None:
+def _log(gw: GatewayContext, call: Call, counted: Counted, fresh: bool) -> None:
     """The count's row: whole when a provider was asked; else (an estimate, or the
     cache's answer, free to repeat) one a minute per key and model, counting the others."""
     principal, target = call.principal, counted.target

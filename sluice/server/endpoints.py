@@ -16,8 +16,8 @@ from sluice.server.responses import PROMETHEUS
 from sluice.wire.chunks import ModelList
 
 if TYPE_CHECKING:
-    from sluice.server.app import Gateway
     from sluice.server.call import Call
+    from sluice.server.context import GatewayContext
 
 REQUEST_LOG_PREFIX = "/v1/requests/"
 _REQUEST_ID = re.compile(r"req_[0-9A-Za-z]{1,64}")
@@ -25,7 +25,7 @@ _ENCODER = msgspec.json.Encoder()
 _MODELS = msgspec.json.Decoder(ModelList)
 
 
-async def health(gw: Gateway, call: Call) -> None:
+async def health(gw: GatewayContext, call: Call) -> None:
     """``GET /health`` and ``GET /health/live``: the process answers."""
     await call.writer.send(200, [*call.headers, JSON], b'{"status":"ok"}')
 
@@ -34,7 +34,7 @@ READY_TIMEOUT = 2.0
 """Seconds each dependency has to answer the readiness probe."""
 
 
-async def ready(gw: Gateway, call: Call) -> None:
+async def ready(gw: GatewayContext, call: Call) -> None:
     """``GET /health/ready``: 200 when storage and the rate limiter answer (and a config
     is loaded: a gateway that serves has one); else 503 naming what failed."""
     checks = {
@@ -58,12 +58,12 @@ async def _probe(check: Awaitable[object]) -> str:
     return "ok"
 
 
-async def document(body: bytes, gw: Gateway, call: Call) -> None:
+async def document(body: bytes, gw: GatewayContext, call: Call) -> None:
     """A fixed JSON document (``/openapi.json``), public."""
     await call.writer.send(200, [*call.headers, JSON], body)
 
 
-async def models(gw: Gateway, call: Call) -> None:
+async def models(gw: GatewayContext, call: Call) -> None:
     """``GET /v1/models``: the models and routes this key may ask for (a key with an
     allow-list sees only what it allows)."""
     assert call.principal is not None
@@ -75,7 +75,7 @@ async def models(gw: Gateway, call: Call) -> None:
     await call.writer.send(200, [*call.headers, JSON], body)
 
 
-async def metrics(gw: Gateway, call: Call) -> None:
+async def metrics(gw: GatewayContext, call: Call) -> None:
     """``GET /metrics``: for operators, with the admin key (404 while the admin API is
     off); an API key is refused with 403. ``[server] metrics_listen`` serves it keyless."""
     try:
@@ -92,7 +92,7 @@ async def metrics(gw: Gateway, call: Call) -> None:
     await call.writer.send(200, [*call.headers, PROMETHEUS], text)
 
 
-async def _is_api_key(gw: Gateway, header: str | None) -> bool:
+async def _is_api_key(gw: GatewayContext, header: str | None) -> bool:
     try:
         await gw.auth.authenticate(header)
     except AuthenticationError:
@@ -100,7 +100,7 @@ async def _is_api_key(gw: Gateway, header: str | None) -> bool:
     return True
 
 
-async def request_log(gw: Gateway, call: Call) -> None:
+async def request_log(gw: GatewayContext, call: Call) -> None:
     """``GET /v1/requests/{id}``: the caller's own requests only; the ownership check is
     part of the query, so another account's id is indistinguishable from a missing one.
     A request still running answers with its row so far (``status: in_progress``)."""

@@ -1,6 +1,9 @@
-"""One loaded configuration and what was built from it: the unit a reload swaps."""
+"""One loaded configuration and what was built from it: the unit a reload swaps; and
+what a swap changed (:class:`Reloaded`)."""
 
 from __future__ import annotations
+
+import msgspec
 
 from sluice.exchange.services import Services
 from sluice.routing.catalog import Catalog
@@ -20,3 +23,16 @@ class Generation:
         self.services = services
         self.catalog = catalog
         self.models_body = models_body
+
+
+class Reloaded(msgspec.Struct, frozen=True):
+    """What a reload applied (``POST /admin/reload``'s answer)."""
+
+    changed: tuple[str, ...]
+    """Sections that differ from the previous config, e.g. ``("connections", "routes")``."""
+    needs_restart: tuple[str, ...]
+    """Settings that changed but are not applied until a restart, e.g. ``("[server] port",)``."""
+    connections: tuple[str, ...]
+    models: tuple[str, ...]
+    routes: tuple[str, ...]
+    guardrails: tuple[str, ...]

@@ -37,8 +37,8 @@ from sluice.storage.base import RequestRecord
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from sluice.server.app import Gateway
     from sluice.server.call import Call
+    from sluice.server.context import GatewayContext
 
 LIVE_PATH = "/v1/requests/live"
 DEFAULT_INTERVAL_MS = 500
@@ -157,7 +157,7 @@ def _drop(counts: dict[str, int], name: str) -> bool:
     return True
 
 
-async def live_requests(gw: Gateway, call: Call) -> None:
+async def live_requests(feeds: LiveFeeds, gw: GatewayContext, call: Call) -> None:
     account_id = await _scope(gw, call)
     interval = _interval(query_params(call.request.query, ("interval_ms",)).get("interval_ms"))
     principal = call.principal
@@ -166,12 +166,14 @@ async def live_requests(gw: Gateway, call: Call) -> None:
     server = gw.settings.server
     caps = (server.live_feeds_per_key, server.live_feeds_per_account)
     key_id = ADMIN if principal is None else principal.key_id
-    with gw.feeds.opened(key_id, account_id, caps):
-        await _feed(gw, call, account_id, interval)
+    with feeds.opened(key_id, account_id, caps):
+        await _feed(gw, call, feeds, account_id, interval)
 
 
-async def _feed(gw: Gateway, call: Call, account_id: str | None, interval: float) -> None:
-    tasks, writer, feeds = gw.services.tasks, call.writer, gw.feeds
+async def _feed(
+    gw: GatewayContext, call: Call, feeds: LiveFeeds, account_id: str | None, interval: float
+) -> None:
+    tasks, writer = gw.services.tasks, call.writer
     writer.start(200, [*call.headers, *_HEADERS])
     before: frozenset[str] = frozenset()
     while not tasks.stopping and not writer.head_only:
@@ -196,7 +198,7 @@ def _interval(text: str | None) -> float:
     return int(text) / 1000
 
 
-async def _still_allowed(gw: Gateway, call: Call) -> bool:
+async def _still_allowed(gw: GatewayContext, call: Call) -> bool:
     """The caller's key is still good (checked before every event, through the auth
     cache a revocation clears at once)."""
     try:
@@ -206,7 +208,7 @@ async def _still_allowed(gw: Gateway, call: Call) -> bool:
     return True
 
 
-async def _scope(gw: Gateway, call: Call) -> str | None:
+async def _scope(gw: GatewayContext, call: Call) -> str | None:
     """The account whose requests the caller may watch; None (every account) for the
     admin key."""
     try:

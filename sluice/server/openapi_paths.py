@@ -16,6 +16,7 @@ from sluice.config import PriceConfig
 from sluice.server.admin import ConnectionBody, Credits, NewAccount
 from sluice.server.admin_connections import ConnectionList
 from sluice.server.admin_keys import Revoke
+from sluice.server.generation import Reloaded
 from sluice.server.openapi_answers import (
     AccountConnections,
     AccountPage,
@@ -39,7 +40,6 @@ from sluice.server.openapi_answers import (
     messages_events,
     responses_events,
 )
-from sluice.server.reload import Reloaded
 from sluice.storage.base import REQUEST_STATUSES, RequestRecord
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import ChatCompletion, ModelList

@@ -24,12 +24,12 @@ from sluice.config import FileConfig, read_config_file
 from sluice.errors import ConfigError, InvalidRequestError, MethodNotAllowedError
 from sluice.exchange.heads import JSON
 from sluice.server.admin import authorize
-from sluice.server.generation import Generation
+from sluice.server.generation import Generation, Reloaded
 from sluice.settings import Settings, build_settings
 
 if TYPE_CHECKING:
-    from sluice.server.app import Gateway
     from sluice.server.call import Call
+    from sluice.server.context import GatewayContext
 
 _log = logging.getLogger("sluice.server")
 
@@ -77,19 +77,6 @@ class SettingsSource:
             port=self.port,
             storage_in_use=storage_in_use,
         )
-
-
-class Reloaded(msgspec.Struct, frozen=True):
-    """What a reload applied (``POST /admin/reload``'s answer)."""
-
-    changed: tuple[str, ...]
-    """Sections that differ from the previous config, e.g. ``("connections", "routes")``."""
-    needs_restart: tuple[str, ...]
-    """Settings that changed but are not applied until a restart, e.g. ``("[server] port",)``."""
-    connections: tuple[str, ...]
-    models: tuple[str, ...]
-    routes: tuple[str, ...]
-    guardrails: tuple[str, ...]
 
 
 def effective(running: Settings, new: Settings) -> tuple[Settings, tuple[str, ...]]:
@@ -189,7 +176,7 @@ class Reloader:
         return generation, report
 
 
-async def reload_endpoint(gw: Gateway, call: Call) -> None:
+async def reload_endpoint(gw: GatewayContext, call: Call) -> None:
     """``POST /admin/reload`` (admin key): 200 with what was reloaded, or 422 naming
     why the file was refused (the running config still serving)."""
     authorize(gw, call)

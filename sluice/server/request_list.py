@@ -37,8 +37,8 @@ from sluice.server.pages import (
 from sluice.storage.base import REQUEST_STATUSES, RequestFilters, RequestRecord
 
 if TYPE_CHECKING:
-    from sluice.server.app import Gateway
     from sluice.server.call import Call
+    from sluice.server.context import GatewayContext
 
 LIST_PATH = "/v1/requests"
 ADMIN_LIST_PATH = "/admin/requests"
@@ -85,18 +85,18 @@ class RequestCursor(msgspec.Struct, array_like=True, forbid_unknown_fields=True)
     id: str
 
 
-async def own_requests(gw: Gateway, call: Call) -> None:
+async def own_requests(gw: GatewayContext, call: Call) -> None:
     """``GET /v1/requests``: the calling key's account only."""
     await _send_page(gw, call, *await account_scope(gw, call, _PARAMS, admin=False))
 
 
-async def all_requests(gw: Gateway, call: Call) -> None:
+async def all_requests(gw: GatewayContext, call: Call) -> None:
     """``GET /admin/requests``: every account's, or ``account=``'s."""
     await _send_page(gw, call, *await account_scope(gw, call, _PARAMS, admin=True))
 
 
 async def account_scope(
-    gw: Gateway, call: Call, allowed: tuple[str, ...], *, admin: bool
+    gw: GatewayContext, call: Call, allowed: tuple[str, ...], *, admin: bool
 ) -> tuple[dict[str, str], str | None]:
     """A listing's query parameters and whose rows it reads: the calling API key's
     account (never a parameter), or with the admin key every account's, or those of
@@ -129,7 +129,7 @@ def request_filters(params: dict[str, str], account_id: str | None) -> RequestFi
 
 
 async def _send_page(
-    gw: Gateway, call: Call, params: dict[str, str], account_id: str | None
+    gw: GatewayContext, call: Call, params: dict[str, str], account_id: str | None
 ) -> None:
     limit = page_limit(params.get("limit"))
     cursor = params.get("cursor")

@@ -1,7 +1,9 @@
 """The gateway's one route table: every path, its methods, their endpoints and whether
 each needs an API key; the paths under a prefix (a request's log row, a stored
 response, the admin API); and the front door that answers each door's path, whose
-wire the errors there are written in. Matched on the raw path only."""
+wire the errors there are written in. Matched on the raw path only. State one endpoint
+keeps for the gateway's lifetime (the live feeds, the token-count cache) is bound to
+it here."""
 
 from __future__ import annotations
 
@@ -23,12 +25,13 @@ from sluice.server.console import console_routes
 from sluice.server.count_tokens import (
     COUNT_TOKENS_PATH,
     INPUT_TOKENS_PATH,
+    CountCache,
     count_tokens,
     responses_count,
 )
 from sluice.server.doors import serve_door
 from sluice.server.endpoints import REQUEST_LOG_PREFIX
-from sluice.server.live import LIVE_PATH, live_requests
+from sluice.server.live import LIVE_PATH, LiveFeeds, live_requests
 from sluice.server.openapi import OPENAPI_PATH
 from sluice.server.reload import RELOAD_PATH, reload_endpoint
 
@@ -43,11 +46,19 @@ class Routes:
 
     __slots__ = ("doors", "paths", "prefixes")
 
-    def __init__(self, memory: ResponseMemory, seal: AccountSeal, openapi_body: bytes) -> None:
+    def __init__(
+        self,
+        memory: ResponseMemory,
+        seal: AccountSeal,
+        openapi_body: bytes,
+        *,
+        feeds: LiveFeeds,
+        counts: CountCache,
+    ) -> None:
         messages = MessagesDoor()
         responses = ResponsesDoor(memory, ReasoningSeal(seal))
         counted_input = partial(
-            count_tokens, decode=decode_responses_request, answer=responses_count
+            count_tokens, counts, decode=decode_responses_request, answer=responses_count
         )
         self.paths: dict[str, Methods] = {
             "/health": {"GET": (endpoints.health, False)},
@@ -58,10 +69,10 @@ class Routes:
             "/v1/chat/completions": {"POST": (partial(serve_door, ChatCompletionsDoor()), True)},
             "/v1/messages": {"POST": (partial(serve_door, messages), True)},
             "/v1/responses": {"POST": (partial(serve_door, responses, memory=responses), True)},
-            COUNT_TOKENS_PATH: {"POST": (count_tokens, True)},
+            COUNT_TOKENS_PATH: {"POST": (partial(count_tokens, counts), True)},
             INPUT_TOKENS_PATH: {"POST": (counted_input, True)},
             request_list.LIST_PATH: {"GET": (request_list.own_requests, True)},
-            LIVE_PATH: {"GET": (live_requests, False)},  # an API key or the admin key
+            LIVE_PATH: {"GET": (partial(live_requests, feeds), False)},  # an API key or admin
             request_list.ADMIN_LIST_PATH: {"GET": (request_list.all_requests, False)},
             spend_report.SPEND_PATH: {"GET": (spend_report.own_spend, True)},
             spend_report.ADMIN_SPEND_PATH: {"GET": (spend_report.all_spend, False)},

@@ -15,7 +15,7 @@ from sluice.server.responses import PROMETHEUS
 from sluice.wire.errors import error_json
 
 if TYPE_CHECKING:
-    from sluice.server.app import Gateway
+    from sluice.server.context import GatewayContext
 
 METRICS_PATH = "/metrics"
 
@@ -25,7 +25,7 @@ class Scrape:
 
     __slots__ = ("_gateway",)
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: GatewayContext) -> None:
         self._gateway = gateway
 
     async def handle(self, request: Request, writer: ResponseWriter) -> None:

@@ -40,8 +40,8 @@ from sluice.storage.spend import (
 )
 
 if TYPE_CHECKING:
-    from sluice.server.app import Gateway
     from sluice.server.call import Call
+    from sluice.server.context import GatewayContext
 
 SPEND_PATH = "/v1/spend"
 ADMIN_SPEND_PATH = "/admin/spend"
@@ -56,12 +56,12 @@ class SpendCursor(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     after: str | CursorInt
 
 
-async def own_spend(gw: Gateway, call: Call) -> None:
+async def own_spend(gw: GatewayContext, call: Call) -> None:
     """``GET /v1/spend``: the calling key's account only."""
     await _send_report(gw, call, *await account_scope(gw, call, _PARAMS, admin=False))
 
 
-async def all_spend(gw: Gateway, call: Call) -> None:
+async def all_spend(gw: GatewayContext, call: Call) -> None:
     """``GET /admin/spend``: every account's, or ``account=``'s."""
     await _send_report(gw, call, *await account_scope(gw, call, _PARAMS, admin=True))
 
@@ -76,7 +76,7 @@ def spend_by(text: str | None) -> SpendBy:
 
 
 async def _send_report(
-    gw: Gateway, call: Call, params: dict[str, str], account_id: str | None
+    gw: GatewayContext, call: Call, params: dict[str, str], account_id: str | None
 ) -> None:
     by = spend_by(params.get("by"))
     limit = page_limit(params.get("limit"))

@@ -16,8 +16,8 @@ from sluice.exchange.heads import JSON
 from sluice.storage.responses import StoredResponse
 
 if TYPE_CHECKING:
-    from sluice.server.app import Gateway
     from sluice.server.call import Call
+    from sluice.server.context import GatewayContext
 
 RESPONSES_PREFIX = "/v1/responses/"
 _ITEMS_SUFFIX = "/input_items"
@@ -42,7 +42,7 @@ class ItemPage(msgspec.Struct):
     object: Literal["list"] = "list"
 
 
-async def read(gw: Gateway, call: Call) -> None:
+async def read(gw: GatewayContext, call: Call) -> None:
     """``GET /v1/responses/{id}``, or its ``/input_items`` (paged as OpenAI pages)."""
     path = call.request.path[len(RESPONSES_PREFIX) :]
     if path.endswith(_ITEMS_SUFFIX):
@@ -62,7 +62,7 @@ async def read(gw: Gateway, call: Call) -> None:
     await call.writer.send(200, [*call.headers, JSON], bytes(stored.response))
 
 
-async def delete(gw: Gateway, call: Call) -> None:
+async def delete(gw: GatewayContext, call: Call) -> None:
     """``DELETE /v1/responses/{id}``: the stored response and its items are gone."""
     assert call.principal is not None
     response_id = call.request.path[len(RESPONSES_PREFIX) :]
@@ -73,7 +73,7 @@ async def delete(gw: Gateway, call: Call) -> None:
     await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(Deleted(response_id)))
 
 
-async def _stored(gw: Gateway, call: Call, response_id: str) -> StoredResponse:
+async def _stored(gw: GatewayContext, call: Call, response_id: str) -> StoredResponse:
     assert call.principal is not None
     stored = None
     if _RESPONSE_ID.fullmatch(response_id):
