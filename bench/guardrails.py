@@ -32,7 +32,7 @@ from sluice.guardrails.selection import Guardrails
 from sluice.guardrails.stream import StreamGuard
 from sluice.server.lifecycle import start_gateway, stop_gateway
 from sluice.settings import build_settings
-from sluice.transport.http import UpstreamResponse
+from sluice.transport.port import UpstreamResponse
 from sluice.wire.chunks import Choice, Delta
 
 

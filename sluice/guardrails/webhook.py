@@ -23,7 +23,7 @@ from sluice.core.connection import Timeouts
 from sluice.core.upstream_request import UpstreamRequest
 from sluice.errors import ApiError, ConfigError, GuardrailUnavailableError
 from sluice.guardrails.rule import Note, add_note, note_match
-from sluice.transport.http import UpstreamResponse
+from sluice.transport.port import UpstreamResponse
 
 MAX_ANSWER_BYTES = 64 * 1024
 """A checker's answer is one small JSON object; a longer one is not read further."""

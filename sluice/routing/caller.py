@@ -27,7 +27,7 @@ from sluice.providers.registry import AdapterRegistry
 from sluice.routing.plan import Attempt
 from sluice.routing.upstream import UpstreamStream
 from sluice.transport.failures import deadline_error, log_refusal
-from sluice.transport.http import HttpTransport, UpstreamResponse
+from sluice.transport.port import Transport, UpstreamResponse
 from sluice.wire.chat import ChatRequest
 
 
@@ -60,7 +60,7 @@ class UpstreamCaller:
         self,
         *,
         registry: AdapterRegistry,
-        transport: HttpTransport,
+        transport: Transport,
         scrub: Scrub,
         error_body_bytes: int,
         body_bytes: int,

@@ -33,7 +33,7 @@ from sluice.routing.order import ordered_attempts
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.upstream import UpstreamStream
 from sluice.transport.failures import RequestNotSentError
-from sluice.transport.http import HttpTransport
+from sluice.transport.port import Transport
 from sluice.wire.chat import ChatRequest
 
 _T = TypeVar("_T")
@@ -44,7 +44,7 @@ class Router:
         self,
         *,
         registry: AdapterRegistry,
-        transport: HttpTransport,
+        transport: Transport,
         breaker: Breaker,
         clock: Callable[[], float],
         rng: Random,

@@ -20,7 +20,7 @@ from sluice.core.batch import ChunkBatch
 from sluice.errors import ApiError
 from sluice.providers.base import StreamTranslator
 from sluice.routing.plan import Attempt
-from sluice.transport.http import UpstreamResponse
+from sluice.transport.port import UpstreamResponse
 from sluice.wire.chunks import Choice
 
 TURN_BYTES: Final = 32 * 1024

@@ -61,7 +61,7 @@ from sluice.settings import Settings
 from sluice.storage.base import Store
 from sluice.storage.writer import WriteBehind
 from sluice.transport.guarded_resolver import check_base_url, system_resolve
-from sluice.transport.http import HttpTransport
+from sluice.transport.port import Transport
 from sluice.wire.errors import error_event, error_json
 
 _log = logging.getLogger("sluice.access")
@@ -85,7 +85,7 @@ class Gateway:
         generation: Generation,
         reloader: Reloader | None,
         store: Store,
-        transport: HttpTransport,
+        transport: Transport,
         vault: Vault | None,
         seal: AccountSeal,
         new_id: IdFactory,

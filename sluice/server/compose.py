@@ -42,6 +42,7 @@ from sluice.settings import Settings
 from sluice.storage.base import Store
 from sluice.storage.writer import WriteBehind
 from sluice.transport.http import HttpTransport
+from sluice.transport.port import Transport
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -67,7 +68,7 @@ class _Lasting:
         self.store, self.new_id, self.clock, self.rng = store, new_id, clock, rng
         self.vault = Vault(settings.secret_key) if settings.secret_key is not None else None
         self.seal = AccountSeal.from_secret(settings.secret_key)
-        self.transport = HttpTransport(
+        self.transport: Transport = HttpTransport(
             f"sluice/{__version__}",
             clock,
             allow_private_upstreams=server.allow_private_upstreams,

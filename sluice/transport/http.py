@@ -1,9 +1,11 @@
 """The only place the HTTP client lives; its exceptions become our errors here, once.
 
-One pooled :class:`aiohttp.ClientSession` per gateway process. Redirects are never
+:class:`HttpTransport` implements :class:`~sluice.transport.port.Transport` with one
+pooled :class:`aiohttp.ClientSession` per gateway process. Redirects are never
 followed (an upstream redirect is an upstream error, not a new destination).
 In-process upstreams (:class:`~sluice.core.upstream_request.LocalUpstream`) are run by
-:class:`LocalResponse` behind the same :class:`UpstreamResponse` shape.
+:class:`LocalResponse` behind the same
+:class:`~sluice.transport.port.UpstreamResponse` shape.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from yarl import URL
@@ -30,39 +32,13 @@ if TYPE_CHECKING:
     from sluice.transport.aws_sigv4 import AwsSigner
 from sluice.transport.guarded_resolver import guarded_connector, sized_socket_factory
 from sluice.transport.pool import SENDING, PoolConnector, SendState, TrackedRequest
+from sluice.transport.port import UpstreamResponse
 
 _READ_BUFFER_BYTES = 64 * 1024
 """aiohttp stops reading an upstream once about twice this is buffered unread; one read
 hands over at most this much (what one translation and one write then hold)."""
 _WHOLE_BODY_BYTES = 1024 * 1024
 """aiohttp warns about request bodies larger than this (see :func:`_payload`)."""
-
-
-class UpstreamResponse(Protocol):
-    status: int
-    headers: Mapping[str, str]
-
-    async def read_chunk(self) -> bytes:
-        """The next bytes that arrived; ``b""`` at the end of the body."""
-        ...
-
-    async def read_body(self, limit: int) -> bytes:
-        """The whole body, at most ``limit`` bytes of it."""
-        ...
-
-    def close(self) -> None:
-        """Drop the upstream connection now (the provider sees the client go away)."""
-        ...
-
-    def watch(self, stall: float) -> None:
-        """From now on, silence longer than ``stall`` seconds ends the body with
-        ``request_timeout`` / ``stream_stalled``. (The connection's ``total`` deadline,
-        ``deadline_exceeded``, runs from the moment the request was sent.)"""
-        ...
-
-    def release(self) -> None:
-        """The body was read to its end; the connection may be reused."""
-        ...
 
 
 def _payload(body: bytes) -> bytes | aiohttp.BytesPayload:
@@ -234,7 +210,7 @@ class LocalResponse:
 
 
 class HttpTransport:
-    """Sends :class:`UpstreamRequest` objects; one instance per gateway process.
+    """The :class:`~sluice.transport.port.Transport`; one instance per gateway process.
 
     Four sessions: the operator's upstreams and accounts' own (guarded: checked
     addresses, never the operator's pool), each pooled, and each once more without

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sluice.core.connection import Timeouts
 from sluice.core.upstream_request import UpstreamRequest
-from sluice.transport.http import UpstreamResponse
+from sluice.transport.port import UpstreamResponse
 
 
 class NoWebhooks:

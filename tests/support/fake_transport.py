@@ -1,7 +1,7 @@
-"""An in-memory :class:`HttpTransport` for unit tests of the router and the exchange: no
-sockets. Each connection (the first label of its ``base_url`` host, as
-:func:`connection` builds it) answers from its own queue of scripted answers, and every
-request sent is recorded.
+"""An in-memory :class:`~sluice.transport.port.Transport` for unit tests of the router
+and the exchange: no sockets. Each connection (the first label of its ``base_url`` host,
+as :func:`connection` builds it) answers from its own queue of scripted answers, and
+every request sent is recorded.
 
 A :class:`ScriptedResponse` plays the upstream's body one step per ``read_chunk``:
 bytes are handed over, an exception is raised, an :class:`asyncio.Event` is waited
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -22,7 +21,7 @@ from urllib.parse import urlsplit
 
 from sluice.core.connection import ConnectionSettings, Secret, Timeouts
 from sluice.core.upstream_request import UpstreamRequest
-from sluice.transport.http import HttpTransport, UpstreamResponse
+from sluice.transport.port import UpstreamResponse
 
 Step = bytes | BaseException | asyncio.Event
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "openai"
@@ -125,8 +124,10 @@ class Sent:
         self.guarded = guarded
 
 
-class FakeTransport(HttpTransport):
-    """``send_seconds``: how far ``clock`` moves per request (attempt latencies)."""
+class FakeTransport:
+    """A test double of :class:`~sluice.transport.port.Transport` (mypy checks it where
+    it is passed as one). ``send_seconds``: how far ``clock`` moves per request
+    (attempt latencies)."""
 
     def __init__(
         self,
@@ -136,7 +137,6 @@ class FakeTransport(HttpTransport):
         send_seconds: float = 0.0,
         signing: tuple[str, ...] = (),
     ) -> None:
-        super().__init__("sluice-test", time.monotonic, allow_private_upstreams=False)
         self.answers = {conn: deque(items) for conn, items in (answers or {}).items()}
         self.sent: list[Sent] = []
         self.responses: list[ScriptedResponse] = []
@@ -144,6 +144,12 @@ class FakeTransport(HttpTransport):
         self._fake_clock = clock
         self._send_seconds = send_seconds
         self._signing = signing
+
+    async def start(self) -> None:
+        """Nothing to open."""
+
+    async def close(self) -> None:
+        """Nothing to close."""
 
     def signing_secrets(self) -> tuple[str, ...]:
         return self._signing
