@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import msgspec
 
-from sluice.wire.chat import ChatRequest, TextPart, message_text
+from sluice.wire.chat import ChatRequest
+from sluice.wire.conversation import TextPart, message_text
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4

@@ -14,8 +14,9 @@ from sluice.guardrails.selection import RuleSet
 from sluice.guardrails.stream import StreamGuard, channel_texts
 from sluice.guardrails.webhook import run_webhooks
 from sluice.guardrails.window import Channel
-from sluice.wire.chat import ChatRequest, Message, TextPart, message_text
+from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import CompletionChoice
+from sluice.wire.conversation import Message, TextPart, message_text
 
 
 def _scan(spans: Sequence[SpanRule], text: str, hits: list[Rule], notes: list[Note]) -> str:

@@ -24,7 +24,7 @@ from sluice.core.upstream_request import UpstreamRequest
 from sluice.errors import ConfigError
 from sluice.ids import IdFactory
 from sluice.providers.openai import OpenAIAdapter
-from sluice.wire.chat import ChatRequest, Tool, ToolMessage, UserMessage, message_text
+from sluice.wire.chat import ChatRequest, Tool
 from sluice.wire.chunks import (
     Choice,
     CompletionChoice,
@@ -35,6 +35,7 @@ from sluice.wire.chunks import (
     ResponseToolCall,
     ToolCallDelta,
 )
+from sluice.wire.conversation import ToolMessage, UserMessage, message_text
 from sluice.wire.sse import DONE_EVENT, data_event
 
 _WORDS = re.compile(r"\S+\s*")

@@ -16,15 +16,12 @@ import msgspec
 from msgspec import UNSET
 
 from sluice.providers.request_parts import refuse_document, tool_result_text
-from sluice.wire.chat import (
-    EXTENSION_FIELDS,
+from sluice.wire.chat import EXTENSION_FIELDS, ChatRequest, StreamOptions, Tool
+from sluice.wire.conversation import (
     AssistantMessage,
-    ChatRequest,
     DocumentPart,
     Message,
-    StreamOptions,
     SystemMessage,
-    Tool,
     ToolCall,
     ToolMessage,
     UserMessage,

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple, NoReturn
 import msgspec
 
 from sluice.errors import InvalidRequestError
-from sluice.wire.chat import DocumentPart, ImagePart, TextPart
+from sluice.wire.conversation import DocumentPart, ImagePart, TextPart
 
 _ANY = msgspec.json.Decoder()
 

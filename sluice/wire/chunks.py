@@ -12,7 +12,7 @@ from typing import Literal
 
 from msgspec import UNSET, Raw, Struct, UnsetType
 
-from sluice.wire.chat import ThinkingBlocks
+from sluice.wire.conversation import ThinkingBlocks
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 FINISH_REASONS: frozenset[str] = frozenset({"stop", "length", "tool_calls", "content_filter"})

@@ -17,8 +17,9 @@ from typing import Annotated, Any, Literal
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
 from sluice.wire.bounds import MAX_MESSAGES, MAX_TOOLS
-from sluice.wire.chat import Blocks, ModelName, PositiveInt, Probability
+from sluice.wire.chat import ModelName, PositiveInt, Probability
 from sluice.wire.chunks import PriceSource
+from sluice.wire.conversation import Blocks
 
 Opt = UnsetType
 

@@ -12,7 +12,8 @@ from sluice.guardrails.checks import OutputGuard, check_input
 from sluice.guardrails.rule import Note
 from sluice.guardrails.selection import RuleSet
 from sluice.guardrails.webhook import WebhookClient, WebhookRule
-from sluice.wire.chat import ChatRequest, TextPart, UserMessage
+from sluice.wire.chat import ChatRequest
+from sluice.wire.conversation import TextPart, UserMessage
 from tests.guardrails.oracle import Spec
 from tests.guardrails.senders import NO_WEBHOOKS
 from tests.guardrails.test_stream import ROLE, STOP, content, text_chunk

@@ -26,16 +26,15 @@ from msgspec import UNSET
 from sluice.errors import InvalidRequestError
 from sluice.frontdoors.messages import options
 from sluice.wire.bounds import DEFAULT_MAX_JSON_DEPTH
-from sluice.wire.chat import (
+from sluice.wire.chat import ChatRequest, StreamOptions
+from sluice.wire.conversation import (
     AssistantMessage,
-    ChatRequest,
     DocumentPart,
     FunctionCall,
     ImagePart,
     ImageURL,
     Message,
     RedactedThinkingBlock,
-    StreamOptions,
     SystemMessage,
     TextPart,
     ThinkingBlock,

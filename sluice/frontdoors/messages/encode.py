@@ -24,8 +24,8 @@ import msgspec
 from sluice.core.batch import ChunkBatch
 from sluice.core.tally import Opening, Tally
 from sluice.errors import ApiError
-from sluice.wire.chat import ThinkingBlock
 from sluice.wire.chunks import CompletionChoice, Delta, ToolCallDelta, text_only
+from sluice.wire.conversation import ThinkingBlock
 from sluice.wire.encode import StreamIdentity
 from sluice.wire.errors import messages_error_event
 from sluice.wire.messages import (

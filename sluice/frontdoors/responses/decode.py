@@ -41,18 +41,20 @@ from sluice.frontdoors.responses.tools import (
 )
 from sluice.wire.bounds import DEFAULT_MAX_JSON_DEPTH
 from sluice.wire.chat import (
-    AssistantMessage,
     ChatRequest,
+    JsonSchemaFormat,
+    NativeFields,
+    ResponseFormat,
+    StreamOptions,
+)
+from sluice.wire.conversation import (
+    AssistantMessage,
     DeveloperMessage,
     FilePart,
     FunctionCall,
     ImagePart,
     ImageURL,
-    JsonSchemaFormat,
     Message,
-    NativeFields,
-    ResponseFormat,
-    StreamOptions,
     SystemMessage,
     TextPart,
     ThinkingBlocks,

@@ -33,8 +33,8 @@ from sluice.frontdoors.responses.objects import (
 )
 from sluice.frontdoors.responses.reasoning import Seal
 from sluice.frontdoors.responses.tools import custom_input
-from sluice.wire.chat import RedactedThinkingBlock, ThinkingBlock, ThinkingBlocks
 from sluice.wire.chunks import CompletionChoice, Delta, ToolCallDelta, text_only
+from sluice.wire.conversation import RedactedThinkingBlock, ThinkingBlock, ThinkingBlocks
 from sluice.wire.encode import StreamIdentity
 from sluice.wire.responses import (
     OutCustomCall,

@@ -16,7 +16,8 @@ import msgspec
 
 from sluice.accounts.sealing import AccountSeal, UnsealableError
 from sluice.errors import InvalidRequestError
-from sluice.wire.chat import ChatRequest, NativeFields, ThinkingBlocks
+from sluice.wire.chat import ChatRequest, NativeFields
+from sluice.wire.conversation import ThinkingBlocks
 
 _BLOCKS = msgspec.json.Decoder(ThinkingBlocks)
 _ENCODER = msgspec.json.Encoder()

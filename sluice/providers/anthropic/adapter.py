@@ -35,19 +35,14 @@ from sluice.providers.anthropic.upstream import (
 from sluice.providers.base import AdapterBase, CountsTokens, ParsedCompletion
 from sluice.providers.errors import malformed_response, retry_after_seconds
 from sluice.providers.normalize import normalize_finish_reason
-from sluice.wire.chat import (
-    ChatRequest,
-    NativeFields,
-    RedactedThinkingBlock,
-    ThinkingBlock,
-    ThinkingBlocks,
-)
+from sluice.wire.chat import ChatRequest, NativeFields
 from sluice.wire.chunks import (
     CompletionChoice,
     ResponseFunctionCall,
     ResponseMessage,
     ResponseToolCall,
 )
+from sluice.wire.conversation import RedactedThinkingBlock, ThinkingBlock, ThinkingBlocks
 
 ANTHROPIC_VERSION = "2023-06-01"
 _ENCODER = msgspec.json.Encoder()

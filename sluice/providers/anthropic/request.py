@@ -56,14 +56,12 @@ from sluice.providers.anthropic.structured import (
     wants_json_object,
 )
 from sluice.providers.request_parts import parse_data_url, tool_arguments_object
-from sluice.wire.chat import (
+from sluice.wire.chat import ChatRequest, NamedToolChoice, NativeFields
+from sluice.wire.conversation import (
     AssistantMessage,
-    ChatRequest,
     DeveloperMessage,
     DocumentPart,
     ImagePart,
-    NamedToolChoice,
-    NativeFields,
     RefusalPart,
     SystemMessage,
     TextPart,
@@ -71,7 +69,7 @@ from sluice.wire.chat import (
     UserContentPart,
     UserMessage,
 )
-from sluice.wire.chat import ThinkingBlock as SignedThinking
+from sluice.wire.conversation import ThinkingBlock as SignedThinking
 from sluice.wire.messages import WIRE as MESSAGES_WIRE
 from sluice.wire.messages import (
     Base64Source,

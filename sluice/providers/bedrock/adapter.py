@@ -32,13 +32,14 @@ from sluice.providers.bedrock.request import converse_body
 from sluice.providers.bedrock.stream import BedrockStreamTranslator
 from sluice.providers.errors import malformed_response, retry_after_seconds
 from sluice.providers.normalize import normalize_finish_reason
-from sluice.wire.chat import ChatRequest, RedactedThinkingBlock, ThinkingBlock, ThinkingBlocks
+from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import (
     CompletionChoice,
     ResponseFunctionCall,
     ResponseMessage,
     ResponseToolCall,
 )
+from sluice.wire.conversation import RedactedThinkingBlock, ThinkingBlock, ThinkingBlocks
 
 SIGNING_SERVICE = "bedrock"
 EVENTSTREAM = "application/vnd.amazon.eventstream"

@@ -40,12 +40,11 @@ from sluice.providers.anthropic.structured import (
 )
 from sluice.providers.bedrock import converse
 from sluice.providers.request_parts import parse_data_url, tool_result_text
-from sluice.wire.chat import (
+from sluice.wire.chat import ChatRequest, NamedToolChoice
+from sluice.wire.conversation import (
     AssistantMessage,
-    ChatRequest,
     DeveloperMessage,
     ImagePart,
-    NamedToolChoice,
     RefusalPart,
     SystemMessage,
     TextPart,

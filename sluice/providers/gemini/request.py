@@ -48,18 +48,15 @@ from sluice.providers.request_parts import (
     tool_arguments_object,
     tool_result_text,
 )
-from sluice.wire.chat import (
+from sluice.wire.chat import ChatRequest, JsonSchemaFormat, NamedToolChoice, ResponseFormat
+from sluice.wire.conversation import (
     AssistantMessage,
     AudioPart,
-    ChatRequest,
     DeveloperMessage,
     DocumentPart,
     FilePart,
     ImagePart,
-    JsonSchemaFormat,
-    NamedToolChoice,
     RefusalPart,
-    ResponseFormat,
     SystemMessage,
     TextPart,
     ToolMessage,
