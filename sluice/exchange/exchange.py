@@ -18,12 +18,11 @@ from typing import Any
 from sluice.core.principal import KeyPolicy, Principal
 from sluice.errors import (
     ApiError,
-    InternalError,
     PermissionDeniedError,
     ShuttingDownError,
 )
 from sluice.exchange.admission import admitted, token_subject
-from sluice.exchange.heads import error_headers
+from sluice.exchange.failures import answer_failure, answer_shutdown, unexpected_failure
 from sluice.exchange.ports import (
     ClientGoneError,
     ClientStream,
@@ -156,8 +155,7 @@ class Exchange:
             raise
         except Exception:
             status = 500
-            _log.exception("request %s failed", request_id)
-            failure = InternalError("The gateway failed to handle the request.")
+            failure = unexpected_failure(request_id)
             if state.error is None:  # logged as the error it was, not as complete
                 state.error = failure
             await self._fail(failure)
@@ -290,29 +288,12 @@ class Exchange:
             _log.warning("could not settle rate-limit tokens: limiter unavailable")
 
     def _interrupted(self, state: ExchangeState) -> int:
-        """Cut by shutdown: the last event (or a 503) goes out now, without waiting for
-        the client; the request log says ``shutdown``. Returns the status."""
+        """Cut by shutdown: the last event (with the usage so far, when asked for) or a
+        503 goes out now; the request log says ``shutdown``. Returns the status."""
         err = state.error = ShuttingDownError()
-        writer = self.writer
-        try:
-            if not writer.started:
-                writer.keep_alive = False
-                writer.send_now(
-                    err.http_status, error_headers(err, self.headers), self.door.error_body(err)
-                )
-                return err.http_status
-            if not writer.finished:
-                tally = state.tally(cut=True, credits=False) if state.req.include_usage else None
-                writer.end_now(self.door.error_event(err, tally))
-        except ClientGoneError:
-            pass
-        return 200
+        usage = self.writer.started and state.req.include_usage
+        tally = state.tally(cut=True, credits=False) if usage else None
+        return answer_shutdown(self.writer, err, self.headers, self.door, tally)
 
     async def _fail(self, err: ApiError) -> None:
-        writer = self.writer
-        if not writer.started:
-            await writer.send(
-                err.http_status, error_headers(err, self.headers), self.door.error_body(err)
-            )
-        elif not writer.finished:
-            await writer.end(self.door.error_event(err, None), close=True)
+        await answer_failure(self.writer, err, self.headers, self.door)

@@ -21,12 +21,12 @@ from sluice.accounts.vault import Vault
 from sluice.errors import (
     ApiError,
     ConfigError,
-    InternalError,
     MethodNotAllowedError,
     NotFoundError,
     ShuttingDownError,
 )
 from sluice.exchange.admission import count_call
+from sluice.exchange.failures import answer_failure, answer_shutdown, unexpected_failure
 from sluice.exchange.heads import error_headers
 from sluice.exchange.ports import ClientGoneError, Headers
 from sluice.exchange.refusals import REFUSAL_STATUSES, held
@@ -62,7 +62,7 @@ from sluice.storage.base import Store
 from sluice.storage.writer import WriteBehind
 from sluice.transport.guarded_resolver import check_base_url, system_resolve
 from sluice.transport.port import Transport
-from sluice.wire.errors import error_event, error_json
+from sluice.wire.errors import error_json
 
 _log = logging.getLogger("sluice.access")
 _T = TypeVar("_T")
@@ -71,7 +71,6 @@ _QUICK = frozenset(
     {"/v1/models", request_list.LIST_PATH, spend_report.SPEND_PATH, COUNT_TOKENS_PATH}
     | {INPUT_TOKENS_PATH}
 )
-_errors = logging.getLogger("sluice.server")
 
 
 class Gateway:
@@ -263,16 +262,17 @@ class Gateway:
             log_unread_refusal(self.services, call, err, self.clock() - call.started)
             if call.principal is not None and self._held(status, request.received):
                 await held(self.services, call.principal, err, request.received)
-            await self._fail(call, err)
+            await answer_failure(writer, err, call.headers, call.door)
         except (ClientGoneError, asyncio.CancelledError):
             status = 499
-            if call.exchange is None and call.writer.interrupted:  # stopping, not the client
-                status = self._interrupted(call)
+            if call.exchange is None and writer.interrupted:  # stopping, not the client
+                # the chat wire's shape here, even on a door's path
+                status = answer_shutdown(writer, ShuttingDownError(), call.headers, None)
             raise
         except Exception:
             status = 500
-            _errors.exception("request %s failed", call.request_id)
-            await self._fail(call, InternalError("The gateway failed to handle the request."))
+            failure = unexpected_failure(call.request_id)
+            await answer_failure(writer, failure, call.headers, call.door)
         finally:
             if call.exchange is not None:
                 status = call.exchange.status
@@ -332,28 +332,3 @@ class Gateway:
                 f"Method {request.method} is not allowed here; use {', '.join(methods)}."
             )
         return found
-
-    def _interrupted(self, call: Call) -> int:
-        """A request cut by shutdown outside an exchange: a 503 if nothing was sent."""
-        err = ShuttingDownError()
-        writer = call.writer
-        try:
-            if not writer.started:
-                writer.keep_alive = False
-                writer.send_now(err.http_status, error_headers(err, call.headers), error_json(err))
-                return err.http_status
-            if not writer.finished:
-                writer.end_now(error_event(err))
-        except ClientGoneError:
-            pass
-        return 200
-
-    async def _fail(self, call: Call, err: ApiError) -> None:
-        writer, door = call.writer, call.door
-        if not writer.started:
-            body = error_json(err) if door is None else door.error_body(err)
-            await writer.send(err.http_status, error_headers(err, call.headers), body)
-        elif not writer.finished:
-            await writer.end(
-                error_event(err) if door is None else door.error_event(err, None), close=True
-            )
