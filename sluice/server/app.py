@@ -266,8 +266,7 @@ class Gateway:
         except (ClientGoneError, asyncio.CancelledError):
             status = 499
             if call.exchange is None and writer.interrupted:  # stopping, not the client
-                # the chat wire's shape here, even on a door's path
-                status = answer_shutdown(writer, ShuttingDownError(), call.headers, None)
+                status = answer_shutdown(writer, ShuttingDownError(), call.headers, call.door)
             raise
         except Exception:
             status = 500
