@@ -116,6 +116,7 @@ class Gateway:
             msgspec.json.encode(openapi_document()),
             feeds=LiveFeeds(clock, wall_clock),
             counts=CountCache(clock),
+            wall_clock=wall_clock,
         )
 
     @property

@@ -7,6 +7,7 @@ it here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 from sluice.accounts.sealing import AccountSeal
@@ -54,9 +55,10 @@ class Routes:
         *,
         feeds: LiveFeeds,
         counts: CountCache,
+        wall_clock: Callable[[], float],
     ) -> None:
         messages = MessagesDoor()
-        responses = ResponsesDoor(memory, ReasoningSeal(seal))
+        responses = ResponsesDoor(memory, ReasoningSeal(seal), wall_clock)
         counted_input = partial(
             count_tokens, counts, decode=decode_responses_request, answer=responses_count
         )

@@ -65,6 +65,7 @@ REQUEST = decode_responses_request(
 DOOR = ResponsesDoor(
     ResponseMemory(cast("ResponseStore", None)),  # never reached: nothing is stored here
     ReasoningSeal(AccountSeal(bytes(32))),
+    lambda: 1700000000.0,
 )
 INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 """The finish reasons that end a response ``incomplete``, and the reason it gives."""

@@ -18,11 +18,12 @@ from sluice.errors import ApiError
 from sluice.frontdoors.chat import SSE_HEADERS
 from sluice.frontdoors.responses.decode import decode_responses_request
 from sluice.frontdoors.responses.echo import Echo
-from sluice.frontdoors.responses.encode import ResponsesStreamEncoder, response_body
+from sluice.frontdoors.responses.encode import ResponsesStreamEncoder
 from sluice.frontdoors.responses.memory import ResponseMemory
-from sluice.frontdoors.responses.objects import event
+from sluice.frontdoors.responses.objects import WallClock, event
 from sluice.frontdoors.responses.reasoning import ReasoningSeal
 from sluice.frontdoors.responses.tools import ToolNames
+from sluice.frontdoors.responses.whole import response_body
 from sluice.wire.chat import ChatRequest, NativeFields
 from sluice.wire.chunks import CompletionChoice
 from sluice.wire.encode import StreamIdentity
@@ -44,9 +45,10 @@ class ResponsesDoor:
     stream_headers = SSE_HEADERS
     keepalive = KEEPALIVE_COMMENT
 
-    def __init__(self, memory: ResponseMemory, reasoning: ReasoningSeal) -> None:
+    def __init__(self, memory: ResponseMemory, reasoning: ReasoningSeal, clock: WallClock) -> None:
         self.memory = memory
         self.reasoning = reasoning
+        self.clock = clock
 
     def decode(
         self, body: bytes | bytearray, headers: Mapping[str, str], max_depth: int
@@ -65,7 +67,8 @@ class ResponsesDoor:
     def stream_encoder(
         self, identity: StreamIdentity, opening: Opening, req: ChatRequest
     ) -> ResponsesStreamEncoder:
-        return ResponsesStreamEncoder(identity, Echo(req), self.reasoning.sealer(req))
+        seal = self.reasoning.sealer(req)
+        return ResponsesStreamEncoder(identity, Echo(req), seal, self.clock)
 
     def completion(
         self,
@@ -75,7 +78,7 @@ class ResponsesDoor:
         req: ChatRequest,
     ) -> bytes:
         seal = self.reasoning.sealer(req)
-        return response_body(identity, Echo(req), choices[0], tally, seal)
+        return response_body(identity, Echo(req), choices[0], tally, seal=seal, clock=self.clock)
 
     def error_body(self, err: ApiError) -> bytes:
         return error_json(err)

@@ -1,4 +1,4 @@
-"""Our chunks → the Responses stream's events, and a whole answer → a response object.
+"""Our chunks → the Responses stream's events (a whole answer is :mod:`.whole`).
 
 The stream opens with ``response.created`` and ``response.in_progress`` (the response
 with empty ``output``), then one output item at a time: ``response.output_item.added``,
@@ -25,6 +25,9 @@ from sluice.core.tally import Tally
 from sluice.errors import ApiError
 from sluice.frontdoors.responses.echo import Echo
 from sluice.frontdoors.responses.objects import (
+    WallClock,
+    call_item,
+    completed_at,
     event,
     failed,
     response_id,
@@ -32,8 +35,7 @@ from sluice.frontdoors.responses.objects import (
     settle,
 )
 from sluice.frontdoors.responses.reasoning import Seal
-from sluice.frontdoors.responses.tools import custom_input
-from sluice.wire.chunks import CompletionChoice, Delta, ToolCallDelta, text_only
+from sluice.wire.chunks import Delta, ToolCallDelta, text_only
 from sluice.wire.conversation import RedactedThinkingBlock, ThinkingBlock, ThinkingBlocks
 from sluice.wire.encode import StreamIdentity
 from sluice.wire.responses import (
@@ -103,6 +105,7 @@ class _Item:
 class ResponsesStreamEncoder:
     __slots__ = (
         "_calls",
+        "_clock",
         "_echo",
         "_finish",
         "_identity",
@@ -116,8 +119,14 @@ class ResponsesStreamEncoder:
         "answer",
     )
 
-    def __init__(self, identity: StreamIdentity, echo: Echo, seal: Seal | None = None) -> None:
-        self._identity, self._echo, self._seal = identity, echo, seal
+    def __init__(
+        self,
+        identity: StreamIdentity,
+        echo: Echo,
+        seal: Seal | None = None,
+        clock: WallClock | None = None,
+    ) -> None:
+        self._identity, self._echo, self._seal, self._clock = identity, echo, seal, clock
         self._response = response_object(identity, echo, "in_progress", [])
         self._suffix = response_id(identity).partition("_")[2]
         self._seq = 0
@@ -156,7 +165,7 @@ class ResponsesStreamEncoder:
             self._start(out)
         self._close_all(out)
         response = self._whole()
-        settle(response, self._finish, tally, self._identity.created)
+        settle(response, self._finish, tally, completed_at(self._clock, self._identity))
         kind = "response.completed" if response.status == "completed" else "response.incomplete"
         self.answer = response
         out.append(self._event(kind, {"response": response}))
@@ -337,58 +346,3 @@ class ResponsesStreamEncoder:
         out.append(
             self._event("response.output_item.done", {"output_index": item.index, "item": whole})
         )
-
-
-def call_item(
-    echo: Echo, item_id: str, call_id: str, flat: str, arguments: str, *, status: str
-) -> OutFunctionCall | OutCustomCall:
-    """A tool call as its item: a custom tool's call carries its free-form input (once
-    completed), a namespaced tool's its namespace and own name."""
-    namespace, name = echo.names.split(flat)
-    if echo.names.is_custom(flat):
-        text = custom_input(arguments) if status == "completed" else ""
-        return OutCustomCall(
-            id=item_id, call_id=call_id, name=name, input=text, status=status, namespace=namespace
-        )
-    return OutFunctionCall(
-        id=item_id,
-        call_id=call_id,
-        name=name,
-        arguments=arguments,
-        status=status,
-        namespace=namespace,
-    )
-
-
-def response_body(
-    identity: StreamIdentity,
-    echo: Echo,
-    choice: CompletionChoice,
-    tally: Tally,
-    seal: Seal | None = None,
-) -> bytes:
-    """A whole answer: its reasoning (its signed thinking sealed), its text, its tool
-    calls, in that order."""
-    message = choice.message
-    suffix = response_id(identity).partition("_")[2]
-    output: list[OutItem] = []
-    reasoning = message.reasoning_content
-    blocks = message.thinking_blocks if seal is not None else None
-    if (isinstance(reasoning, str) and reasoning) or blocks:
-        summary = [SummaryPart(reasoning)] if isinstance(reasoning, str) and reasoning else []
-        thought = OutReasoning(id=f"rs_{suffix}_0", summary=summary)
-        if blocks and seal is not None:
-            thought.encrypted_content = seal(blocks)
-        output.append(thought)
-    texts = [t for t in (message.content, message.refusal) if isinstance(t, str) and t]
-    if texts:
-        part = OutputText("".join(texts))
-        output.append(
-            OutMessage(id=f"msg_{suffix}_{len(output)}", status="completed", content=[part])
-        )
-    for call in message.tool_calls or ():
-        fn, item_id = call.function, f"fc_{suffix}_{len(output)}"
-        output.append(call_item(echo, item_id, call.id, fn.name, fn.arguments, status="completed"))
-    response = response_object(identity, echo, "completed", output)
-    settle(response, choice.finish_reason, tally, identity.created)
-    return _ENCODER.encode(response)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 import msgspec
@@ -11,11 +11,14 @@ import msgspec
 from sluice.core.tally import Tally
 from sluice.errors import ApiError
 from sluice.frontdoors.responses.echo import Echo
+from sluice.frontdoors.responses.tools import custom_input
 from sluice.wire.encode import StreamIdentity
 from sluice.wire.responses import (
     ErrorInfo,
     IncompleteDetails,
     InputTokensDetails,
+    OutCustomCall,
+    OutFunctionCall,
     OutItem,
     OutputTokensDetails,
     Response,
@@ -45,6 +48,15 @@ def response_usage(tally: Tally | None) -> Usage | None:
     if tally.credits_used is not None:
         out.credits_used = tally.credits_used
     return out
+
+
+WallClock = Callable[[], float]
+"""Unix seconds now (``completed_at``)."""
+
+
+def completed_at(clock: WallClock | None, identity: StreamIdentity) -> int:
+    """When the response completed: the wall clock's second (without one, its start)."""
+    return identity.created if clock is None else max(int(clock()), identity.created)
 
 
 def response_id(identity: StreamIdentity) -> str:
@@ -101,3 +113,24 @@ def failed(response: Response, err: ApiError, tally: Tally | None) -> Response:
 def event(kind: str, payload: Mapping[str, object]) -> bytes:
     body = _ENCODER.encode({"type": kind, **payload})
     return b"event: " + kind.encode() + b"\ndata: " + body + b"\n\n"
+
+
+def call_item(
+    echo: Echo, item_id: str, call_id: str, flat: str, arguments: str, *, status: str
+) -> OutFunctionCall | OutCustomCall:
+    """A tool call as its item: a custom tool's call carries its free-form input (once
+    completed), a namespaced tool's its namespace and own name."""
+    namespace, name = echo.names.split(flat)
+    if echo.names.is_custom(flat):
+        text = custom_input(arguments) if status == "completed" else ""
+        return OutCustomCall(
+            id=item_id, call_id=call_id, name=name, input=text, status=status, namespace=namespace
+        )
+    return OutFunctionCall(
+        id=item_id,
+        call_id=call_id,
+        name=name,
+        arguments=arguments,
+        status=status,
+        namespace=namespace,
+    )
