@@ -1,7 +1,8 @@
 """The Messages (or Responses) front door beside chat completions: streamed req/s and
 added TTFC.
 
-    .venv/bin/python -m bench.messages_vs_chat [--door messages|responses] [--reps 20]
+    .venv/bin/python -m bench.messages_vs_chat [--door messages|responses] [--no-store]
+        [--reps 20]
         [--duration 2] [--concs 1 16 64]
 
 Issue 13's proof (and issue 21's with ``--door responses``), on the peer kit
@@ -58,14 +59,16 @@ from bench.loadgen import (
 )
 
 
-def targets(key: str, upstream: int, gateway: int, door: str) -> dict[str, Target]:
+def targets(
+    key: str, upstream: int, gateway: int, door: str, store: bool = True
+) -> dict[str, Target]:
     chat = {"model": "fake-model", "stream": True, "messages": PROMPT}
     bearer = {"authorization": f"Bearer {key}"}
     if door == "messages":
         body = {"model": "fake-model", "max_tokens": 256, "stream": True, "messages": PROMPT}
         headers = {"x-api-key": key, "anthropic-version": "2023-06-01"}
     else:
-        body = {"model": "fake-model", "stream": True, "input": PROMPT}
+        body = {"model": "fake-model", "stream": True, "input": PROMPT, "store": store}
         headers = bearer
     return {
         "direct": target("direct", upstream, CHAT_PATH, {}, chat),
@@ -168,7 +171,7 @@ def run_all(args: argparse.Namespace, upstream: Path) -> Results:
             started(gateway(home), GATEWAY_PORT, env) as gateway_pid,
         ):
             key = (Path(home) / "dev-key").read_text().strip()
-            table = targets(key, upstream_pid, gateway_pid, args.door)
+            table = targets(key, upstream_pid, gateway_pid, args.door, not args.no_store)
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
                 return runner.run(bench(table, args))
 
@@ -176,6 +179,9 @@ def run_all(args: argparse.Namespace, upstream: Path) -> Results:
 def main(argv: list[str] | None = None) -> int:
     parser = sitting_args(__doc__, reps=20, concs=[1, 16, 64])
     parser.add_argument("--door", choices=("messages", "responses"), default="messages")
+    parser.add_argument(
+        "--no-store", action="store_true", help="responses: store false (Codex's mode)"
+    )
     args = parser.parse_args(argv)
     began = time.monotonic()
     results = run_all(args, kit_upstream(args.kit))

@@ -109,7 +109,7 @@ class Gateway:
         )
         self._decoding = ThreadPoolExecutor(1, thread_name_prefix="sluice-decode")
         self.pacer = Pacer(clock)
-        self.memory = ResponseMemory(store)
+        self.memory = ResponseMemory(store, generation.services.log)
         self.routes = Routes(
             self.memory,
             seal,
@@ -168,7 +168,6 @@ class Gateway:
         await self.transport.close()
         await services.limiter.close()
         await services.log.close()
-        await self.memory.close()  # the responses still being stored
         await services.telemetry.close()  # the spans still queued are exported
         self._decoding.shutdown(wait=False, cancel_futures=True)
 

@@ -13,6 +13,7 @@ from msgspec import Raw
 
 from sluice.errors import InvalidRequestError, NotFoundError
 from sluice.exchange.heads import JSON
+from sluice.frontdoors.responses.memory import listed_items
 from sluice.storage.responses import StoredResponse
 
 if TYPE_CHECKING:
@@ -24,7 +25,6 @@ _ITEMS_SUFFIX = "/input_items"
 _RESPONSE_ID = re.compile(r"resp_[0-9A-Za-z]{1,64}")
 _IGNORED = frozenset({"include", "include[]"})
 """Query parameters OpenAI's SDKs may send that change nothing here."""
-_ITEMS = msgspec.json.Decoder(list[dict[str, Raw]])
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -48,7 +48,7 @@ async def read(gw: GatewayContext, call: Call) -> None:
     if path.endswith(_ITEMS_SUFFIX):
         stored = await _stored(gw, call, path[: -len(_ITEMS_SUFFIX)])
         params = _params(call.request.query, ("after", "limit", "order"))
-        page = _item_page(_ITEMS.decode(stored.items), params)
+        page = _item_page(listed_items(stored), params)
         await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(page))
         return
     params = _params(call.request.query, ("stream", "starting_after"))

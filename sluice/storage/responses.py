@@ -21,9 +21,9 @@ class StoredResponse(msgspec.Struct, frozen=True, kw_only=True):
     response: Raw
     """The response object, as answered."""
     items: Raw
-    """The conversation's input items up to this answer, oldest first: the earlier
-    turns' inputs and outputs, then this request's input (a JSON array, each with its
-    ``id``)."""
+    """The conversation's input up to this answer, oldest first, as kept: this
+    request's ``input`` as sent (a string or items) or, continuing an earlier response,
+    the earlier turns' items (with their ids) and outputs, then this input's items."""
 
 
 COLUMNS = "id, account_id, request_id, created_at, response, items"
@@ -55,7 +55,10 @@ class ResponseStore(Protocol):
     """The stored responses' role of a store; every lookup is scoped to the account, so
     another account's id is indistinguishable from a missing one."""
 
-    async def save_response(self, response: StoredResponse) -> None: ...
+    async def save_responses(self, responses: list[StoredResponse]) -> None:
+        """Keep each (one already kept under its id has its response and items
+        replaced), in one transaction."""
+        ...
 
     async def get_response(self, response_id: str, account_id: str) -> StoredResponse | None: ...
 

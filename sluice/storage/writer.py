@@ -1,4 +1,5 @@
-"""Per-request writes, off the hot path: settlements and request-log rows.
+"""Per-request writes, off the hot path: settlements, request-log rows and stored
+responses.
 
 The request hands its rows to :class:`WriteBehind` (no await, no I/O) and goes on; one
 task writes them in batches. A failed batch is retried a few times, then dropped with
@@ -20,6 +21,7 @@ from typing import TypeVar
 
 from sluice.config import MeteringConfig, StorageConfig
 from sluice.storage.base import ConstraintViolationError, RequestRecord, Settlement, Store
+from sluice.storage.responses import StoredResponse
 from sluice.storage.retention import Pruner, Retention
 
 _log = logging.getLogger("sluice.storage")
@@ -44,6 +46,8 @@ class WriteBehind:
         self._settlements: list[Settlement] = []
         self._records: list[RequestRecord] = []
         self._pending_ids: set[str] = set()
+        self._kept: list[StoredResponse] = []
+        self._kept_ids: set[str] = set()
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -78,6 +82,18 @@ class WriteBehind:
         self._pending_ids.add(record.id)
         self._idle.clear()
         self._wake.set()
+
+    def keep(self, response: StoredResponse) -> None:
+        """A stored response, written with the next batch."""
+        self._kept.append(response)
+        self._kept_ids.add(response.id)
+        self._idle.clear()
+        self._wake.set()
+
+    async def flush_kept(self, response_id: str) -> None:
+        """Read-your-writes for stored responses: wait until that one's batch is written."""
+        while response_id in self._kept_ids:
+            await self._batch_written.wait()
 
     async def flush(self) -> None:
         """Wait until everything queued so far is written (tests, shutdown)."""
@@ -114,7 +130,7 @@ class WriteBehind:
                 next_reclaim = loop.time() + self._reclaim_every
             if self._pruner is not None and not self._closing:
                 await self._pruner.step(loop.time())
-            if not self._settlements and not self._records:
+            if not self._settlements and not self._records and not self._kept:
                 self._idle.set()
                 if self._closing:
                     return
@@ -131,11 +147,16 @@ class WriteBehind:
                 await asyncio.sleep(self._interval)  # gather a batch
             settlements, self._settlements = self._settlements, []
             records, self._records = self._records, []
+            kept, self._kept = self._kept, []
             if settlements:
                 await self._write("settlements", self._store.settle, settlements)
             if records:
                 await self._write("request log", self._store.write_requests, records)
                 self._pending_ids.difference_update(r.id for r in records)
+            if kept:
+                await self._write("stored response", self._store.save_responses, kept)
+                self._kept_ids.difference_update(r.id for r in kept)
+            if records or kept:
                 written, self._batch_written = self._batch_written, asyncio.Event()
                 written.set()
 

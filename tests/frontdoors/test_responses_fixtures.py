@@ -44,6 +44,7 @@ from sluice.frontdoors.responses.encode import ResponsesStreamEncoder
 from sluice.frontdoors.responses.memory import ResponseMemory
 from sluice.frontdoors.responses.reasoning import ReasoningSeal
 from sluice.storage.responses import ResponseStore
+from sluice.storage.writer import WriteBehind
 from tests.frontdoors.recordings import (
     FAILING,
     IDENTITY,
@@ -63,7 +64,8 @@ REQUEST = decode_responses_request(
     json.dumps({"model": "m", "stream": True, "input": INPUT}).encode()
 )
 DOOR = ResponsesDoor(
-    ResponseMemory(cast("ResponseStore", None)),  # never reached: nothing is stored here
+    # never reached: nothing is stored here
+    ResponseMemory(cast("ResponseStore", None), cast("WriteBehind", None)),
     ReasoningSeal(AccountSeal(bytes(32))),
     lambda: 1700000000.0,
 )

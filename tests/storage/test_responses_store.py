@@ -27,19 +27,19 @@ def stored(n: int, created_at: int = NOW, account: str = "acct_a") -> StoredResp
 
 
 async def test_a_response_is_kept_byte_for_byte_and_replaced_whole(store: Store) -> None:
-    await store.save_response(stored(1))
+    await store.save_responses([stored(1)])
     found = await store.get_response("resp_1", "acct_a")
     assert found is not None
     assert bytes(found.response) == BODY  # key order and escapes as answered
     assert bytes(found.items).startswith(b'[{"id":"msg_1_in0"')
     assert (found.request_id, found.created_at) == ("req_1", NOW)
-    await store.save_response(stored(1, created_at=NOW + 5))
+    await store.save_responses([stored(1, created_at=NOW + 5)])
     again = await store.get_response("resp_1", "acct_a")
     assert again is not None and again.created_at == NOW
 
 
 async def test_another_account_neither_reads_nor_deletes_it(store: Store) -> None:
-    await store.save_response(stored(1))
+    await store.save_responses([stored(1)])
     assert await store.get_response("resp_1", "acct_b") is None
     assert await store.delete_response("resp_1", "acct_b") is False
     assert await store.get_response("resp_1", "acct_a") is not None
@@ -50,7 +50,7 @@ async def test_another_account_neither_reads_nor_deletes_it(store: Store) -> Non
 
 async def test_old_responses_are_pruned_oldest_first_in_batches(store: Store) -> None:
     for n in range(7):
-        await store.save_response(stored(n, created_at=NOW - (10 - n) * DAY))
+        await store.save_responses([stored(n, created_at=NOW - (10 - n) * DAY)])
     assert await store.prune_responses(NOW - 5 * DAY, 3) == 3  # resp_0..2, the oldest
     assert await store.get_response("resp_2", "acct_a") is None
     assert await store.get_response("resp_3", "acct_a") is not None
@@ -61,7 +61,7 @@ async def test_old_responses_are_pruned_oldest_first_in_batches(store: Store) ->
 
 async def test_the_pruner_holds_responses_to_their_retention(store: Store) -> None:
     for n in range(5):
-        await store.save_response(stored(n, created_at=NOW - n * DAY))
+        await store.save_responses([stored(n, created_at=NOW - n * DAY)])
     retention = Retention(response_max_age=2 * DAY, batch=1)
     pruner = Pruner(store, retention, lambda: NOW)
     steps = [await pruner.step(0.0)]

@@ -8,7 +8,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from msgspec import Raw
+
 from sluice.storage.base import HoldRequest, RequestFilters, RequestRecord, Settlement
+from sluice.storage.responses import StoredResponse
 from sluice.storage.sqlite import SqliteStore
 from sluice.storage.writer import WriteBehind
 
@@ -96,3 +99,41 @@ async def test_a_batch_with_a_refused_row_still_lands_its_other_rows(tmp_path: P
         await store.close()
     assert after is not None
     assert (after.balance, after.held, after.open_holds) == (usd - 3000, usd // 10, 1)
+
+
+async def test_a_kept_response_can_be_read_back_under_steady_load(tmp_path: Path) -> None:
+    """Stored responses ride the request log's batches; a lookup waits for its own."""
+    store = BusyStore(tmp_path / "db.sqlite")
+    await store.open()
+    await store.migrate()
+    writer = WriteBehind(store, time.time, interval=0.001)
+    writer.start()
+    counter = itertools.count()
+
+    def kept(response_id: str) -> StoredResponse:
+        return StoredResponse(
+            id=response_id,
+            account_id="acct_t",
+            request_id="req_" + response_id,
+            created_at=1,
+            response=Raw(b'{"id":"%s"}' % response_id.encode()),
+            items=Raw(b'"hi"'),
+        )
+
+    def more() -> None:  # every write of the log is overtaken by another answer
+        writer.log(
+            RequestRecord(id=f"req_bg{next(counter)}", account_id="a", key_id="k", created_at=1)
+        )
+        writer.keep(kept(f"resp_bg{next(counter)}"))
+
+    store.during_write = more
+    try:
+        writer.keep(kept("resp_mine"))
+        writer.log(RequestRecord(id="req_x", account_id="a", key_id="k", created_at=1))
+        await asyncio.wait_for(writer.flush_kept("resp_mine"), 5)
+        found = await store.get_response("resp_mine", "acct_t")
+    finally:
+        store.during_write = lambda: None
+        await writer.close()
+        await store.close()
+    assert found is not None and bytes(found.response) == b'{"id":"resp_mine"}'

@@ -97,9 +97,7 @@ class ResponsesDoor:
         """Keeps the answer in :attr:`memory` (``answer``: this door's encoder at its
         end, or the whole body)."""
         if isinstance(answer, ResponsesStreamEncoder):
-            if answer.answer is None or not answer.answer.store:
-                return None
-            answer = _ENCODER.encode(answer.answer)
+            answer = answer.answer
         if not isinstance(answer, bytes):
             return None
         return self.memory.remember(req, account_id, request_id, answer)

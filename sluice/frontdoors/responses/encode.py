@@ -135,8 +135,9 @@ class ResponsesStreamEncoder:
         self._calls: dict[int, _Item] = {}  # our tool-call index → its open item
         self._finish: str | None = None
         self._output: list[OutItem] = []
-        self.answer: Response | None = None
-        """The response as ``response.completed`` (or ``.incomplete``) carried it."""
+        self.answer: bytes | None = None
+        """The response as ``response.completed`` (or ``.incomplete``) carried it, when
+        its request asked to store it."""
 
     def events(self, batch: ChunkBatch) -> bytes:
         out: list[bytes] = []
@@ -167,8 +168,9 @@ class ResponsesStreamEncoder:
         response = self._whole()
         settle(response, self._finish, tally, completed_at(self._clock, self._identity))
         kind = "response.completed" if response.status == "completed" else "response.incomplete"
-        self.answer = response
-        out.append(self._event(kind, {"response": response}))
+        body = _ENCODER.encode(response)
+        self.answer = body if response.store else None
+        out.append(self._raw(kind.encode(), b'"response":' + body))
         return b"".join(out)
 
     def failure(self, err: ApiError, tally: Tally | None) -> bytes:

@@ -5,19 +5,19 @@ Before the plan, :meth:`ResponseMemory.recall` brings back the conversation a
 input, decoded again as one conversation (a tool output may answer a call of an
 earlier turn), whichever provider served the earlier turns. Once the answer is
 complete (or incomplete), with ``store`` (the default), :meth:`~ResponseMemory.remember`
-keeps it with those items, off the response path. A lookup of a response still being
-written waits for that write: a client that sends the next turn the moment the last
-one ended finds it (on this replica; another replica reads storage).
+keeps it with those items, written with the write-behind's next batch. A lookup of
+a response still being written waits for that batch: a client that sends the next
+turn the moment the last one ended finds it (on this replica; another replica reads
+storage).
 
-Items are kept as the client sent them, with what OpenAI's listing adds: an ``id``
-where the item had none, ``type`` ``message`` where it was left out, and a message's
-string content as one text part.
+Items are kept as the client sent them (a continued response's earlier items with
+their ids); a listing shows them with what OpenAI's adds: an ``id`` where the item had
+none (``msg_<response>_in<position>``, the same on every read), ``type`` ``message``
+where it was left out, and a message's string content as one text part.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from types import MappingProxyType
 
 import msgspec
@@ -28,10 +28,10 @@ from sluice.frontdoors.responses.decode import conversation, instructions
 from sluice.frontdoors.responses.echo import Echo
 from sluice.frontdoors.responses.reasoning import Unseal
 from sluice.storage.responses import ResponseStore, StoredResponse
+from sluice.storage.writer import WriteBehind
 from sluice.wire.chat import ChatRequest, NativeFields
 from sluice.wire.responses import InputItem
 
-_log = logging.getLogger("sluice.server")
 _ENCODER = msgspec.json.Encoder()
 _ITEMS = msgspec.json.Decoder(list[dict[str, Raw]])
 _INPUT = msgspec.json.Decoder(str | list[dict[str, Raw]])
@@ -55,11 +55,12 @@ _HEAD = msgspec.json.Decoder(_Head)
 
 
 class ResponseMemory:
-    """One gateway's stored responses, over its store."""
+    """One gateway's stored responses: read from its store, written in the
+    write-behind's batches (the request log's)."""
 
-    def __init__(self, store: ResponseStore) -> None:
+    def __init__(self, store: ResponseStore, writer: WriteBehind) -> None:
         self._store = store
-        self._saving: dict[str, asyncio.Task[None]] = {}
+        self._writer = writer
 
     async def recall(self, req: ChatRequest, account_id: str, unseal: Unseal) -> ChatRequest:
         """``req`` served for ``account_id`` and continued from its
@@ -68,18 +69,19 @@ class ResponseMemory:
         400 ``previous_response_not_found`` when the account has no such response."""
         native = req.native
         assert isinstance(native, NativeFields)
+        native.owner = account_id
         fields = native.fields
+        continued = bytes(fields.get("previous_response_id", b"null")) != b"null"
+        if not continued and b'"encrypted_content"' not in bytes(fields.get("input", b"")):
+            return req  # the common case: nothing to bring back
         echo = Echo(req)
         previous = echo.previous_response_id
-        sealed = b'"encrypted_content"' in bytes(fields.get("input", b""))
-        if previous is None and not sealed:
-            return msgspec.structs.replace(req, native=_owned(native, fields, account_id))
-        items = _input(fields)
+        items = _input(fields.get("input", Raw(b"[]")))
         if previous is not None:
             items = [*await self._earlier(previous, account_id), *items]
         joined = Raw(_ENCODER.encode(items))
         messages = conversation(_AS_INPUT.decode(joined), unseal=unseal)
-        kept = _owned(native, {**fields, "input": joined}, account_id)
+        kept = NativeFields(native.wire, {**fields, "input": joined}, owner=account_id)
         system = instructions(echo.instructions)
         return msgspec.structs.replace(req, messages=system + messages, native=kept)
 
@@ -93,7 +95,7 @@ class ResponseMemory:
                 param="previous_response_id",
             )
         output = _OUTPUT.decode(stored.response).get("output", Raw(b"[]"))
-        return [*_ITEMS.decode(stored.items), *_ITEMS.decode(output)]
+        return [*listed_items(stored), *_ITEMS.decode(output)]
 
     def remember(
         self, req: ChatRequest, account_id: str, request_id: str, answer: bytes
@@ -105,53 +107,37 @@ class ResponseMemory:
             return None
         native = req.native
         assert isinstance(native, NativeFields)
-        suffix = head.id.partition("_")[2]
         stored = StoredResponse(
             id=head.id,
             account_id=account_id,
             request_id=request_id,
             created_at=head.created_at,
             response=Raw(answer),
-            items=Raw(_ENCODER.encode(_listed(_input(native.fields), suffix))),
+            items=native.fields.get("input", Raw(b"[]")),
         )
-        task = asyncio.get_running_loop().create_task(self._save(stored))
-        self._saving[stored.id] = task
-        task.add_done_callback(lambda _: self._saving.pop(stored.id, None))
+        self._writer.keep(stored)
         return stored.id
 
     async def find(self, response_id: str, account_id: str) -> StoredResponse | None:
         """The account's stored response, once a write of it under way ended."""
-        saving = self._saving.get(response_id)
-        if saving is not None:
-            await asyncio.shield(saving)
+        await self._writer.flush_kept(response_id)
         return await self._store.get_response(response_id, account_id)
 
     async def forget(self, response_id: str, account_id: str) -> bool:
         """Delete the account's stored response; False when it has none by that id."""
-        saving = self._saving.get(response_id)
-        if saving is not None:
-            await asyncio.shield(saving)
+        await self._writer.flush_kept(response_id)
         return await self._store.delete_response(response_id, account_id)
 
-    async def close(self) -> None:
-        """Wait for the writes under way."""
-        if self._saving:
-            await asyncio.gather(*self._saving.values(), return_exceptions=True)
 
-    async def _save(self, stored: StoredResponse) -> None:
-        try:
-            await self._store.save_response(stored)
-        except Exception:  # the answer was sent; a lost copy is logged, not raised
-            _log.exception("storing response %s failed", stored.id)
+def listed_items(stored: StoredResponse) -> list[dict[str, Raw]]:
+    """A stored response's items as a listing shows them (normalized when read, not
+    when kept: a listing is rarer than an answer)."""
+    return _listed(_input(stored.items), stored.id.partition("_")[2])
 
 
-def _owned(native: NativeFields, fields: dict[str, Raw], account_id: str) -> NativeFields:
-    return NativeFields(native.wire, fields, owner=account_id)
-
-
-def _input(fields: dict[str, Raw]) -> list[dict[str, Raw]]:
-    """The request's ``input`` as items (a string is one user message)."""
-    sent = _INPUT.decode(fields.get("input", Raw(b"[]")))
+def _input(sent_input: Raw) -> list[dict[str, Raw]]:
+    """An ``input`` as items (a string is one user message)."""
+    sent = _INPUT.decode(sent_input)
     if isinstance(sent, str):
         return [{"role": Raw(b'"user"'), "content": Raw(_ENCODER.encode(sent))}]
     return sent

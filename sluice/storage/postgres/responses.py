@@ -3,16 +3,25 @@ reorder the keys of what a client is to get back as it was answered)."""
 
 from __future__ import annotations
 
+import asyncpg
+
+from sluice.storage.base import ConstraintViolationError
 from sluice.storage.postgres.tenants import PostgresTenants
 from sluice.storage.responses import COLUMNS, StoredResponse, row_of, stored_from_row
 
 
 class PostgresResponses(PostgresTenants):
-    async def save_response(self, response: StoredResponse) -> None:
-        await self.pool.execute(
+    async def save_responses(self, responses: list[StoredResponse]) -> None:
+        try:
+            await self._insert(responses)
+        except asyncpg.DataError as exc:
+            raise ConstraintViolationError(str(exc)) from None
+
+    async def _insert(self, responses: list[StoredResponse]) -> None:
+        await self.pool.executemany(
             f"INSERT INTO responses ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6) "
             "ON CONFLICT (id) DO UPDATE SET response = EXCLUDED.response, items = EXCLUDED.items",
-            *row_of(response),
+            [row_of(r) for r in responses],
         )
 
     async def get_response(self, response_id: str, account_id: str) -> StoredResponse | None:

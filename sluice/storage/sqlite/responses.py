@@ -7,13 +7,13 @@ from sluice.storage.sqlite.connection import SqliteBase
 
 
 class SqliteResponses(SqliteBase):
-    async def save_response(self, response: StoredResponse) -> None:
-        row = row_of(response)
+    async def save_responses(self, responses: list[StoredResponse]) -> None:
+        rows = [row_of(r) for r in responses]
         await self.write(
-            lambda tx: tx.execute(
+            lambda tx: tx.many(
                 f"INSERT INTO responses ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) "
                 "DO UPDATE SET response = excluded.response, items = excluded.items",
-                row,
+                rows,
             )
         )
 
