@@ -1,8 +1,8 @@
-"""What a request may cost, known before it runs: admission reads this, never the body.
-
-Token rate limits take ``prompt_estimate``; the credit hold takes the prompt's ceiling
-and the output's (the request's own cap, else the serving model's longest answer),
-times the answers asked for. Every kind of work (a chat answer streamed or whole; the
+"""What a request may cost, known before it runs: the credit hold reads this, never the
+body: the prompt's ceiling and the output's (the request's own cap, else the serving
+model's longest answer), times the answers asked for. (Token rate limits take the
+work's prompt estimate, worked out only when a limit applies: :mod:`sluice.exchange.
+work`.) Every kind of work (a chat answer streamed or whole; the
 next issue's embeddings) states its demand in these terms, so admission is one path.
 """
 
@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import msgspec
 
-from sluice.core.tokens import estimate_prompt_tokens, prompt_token_ceiling
+from sluice.core.tokens import prompt_token_ceiling
 from sluice.wire.chat import ChatRequest
 
 
 class Demand(msgspec.Struct, frozen=True, kw_only=True):
-    prompt_estimate: int
-    """The prompt's tokens as the estimator guesses them (token rate limits)."""
     prompt_ceiling: int
     """The most tokens the prompt can be (the credit hold)."""
     output_ceiling: int | None
@@ -28,7 +26,6 @@ class Demand(msgspec.Struct, frozen=True, kw_only=True):
 def chat_demand(req: ChatRequest) -> Demand:
     """A chat request's demand: its messages and tools in, ``n`` answers out."""
     return Demand(
-        prompt_estimate=estimate_prompt_tokens(req),
         prompt_ceiling=prompt_token_ceiling(req),
         output_ceiling=req.output_ceiling,
         answers=req.choice_count,

@@ -168,24 +168,22 @@ class Exchange:
     async def _admit(self, state: ExchangeState, work: Work) -> RuleSet:
         """Rate limits first (a refused request costs nothing downstream), then the input
         guardrails (before routing and any hold, docs/api.md#guardrails), the plan and the
-        credit hold, each on the work's demand, not the request's body. Returns the
+        credit hold, on the work's estimate and demand, not the request's body. Returns the
         output guardrails that apply."""
         services, principal = self.services, state.principal
         _check_models(state.req, principal.policy)
-        demand = work.demand(state.req)
         subject = token_subject(services, principal, self.counted)
         if subject is not None:
-            decision = admitted(
-                await services.limiter.admit(subject, demand.prompt_estimate), self.headers
-            )
+            estimate = work.prompt_estimate(state.req)
+            decision = admitted(await services.limiter.admit(subject, estimate), self.headers)
             self._limit_ticket = decision.ticket
         rules = services.guardrails.select(principal, state.req.model)
         if rules.input:
             state.req = await check_input(
                 state.req, rules.input, request_id=state.request_id, notes=state.guardrails
             )
-            demand = work.demand(state.req)  # redaction changed what is sent
         req = state.req
+        demand = work.demand(req)
         view = await services.tenants.view(principal.account_id)
         state.prices = view.prices
         plan = state.plan = view.planner.plan(req.model, req.models or ()).within(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from sluice.core.demand import Demand, chat_demand
+from sluice.core.tokens import estimate_prompt_tokens
 from sluice.exchange.completion import complete
 from sluice.exchange.state import ExchangeState
 from sluice.exchange.streaming import stream
@@ -21,8 +22,12 @@ if TYPE_CHECKING:
 
 
 class Work(Protocol):
+    def prompt_estimate(self, req: ChatRequest) -> int:
+        """The prompt's tokens as the estimator guesses them (token rate limits)."""
+        ...
+
     def demand(self, req: ChatRequest) -> Demand:
-        """What ``req`` (as admission sees it) may cost."""
+        """What ``req`` (as the credit hold sees it) may cost."""
         ...
 
     async def run(self, ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
@@ -30,21 +35,25 @@ class Work(Protocol):
         ...
 
 
-class Streamed:
-    """A chat answer streamed as it comes (:mod:`.streaming`)."""
+class _Chat:
+    """What a chat request asks for, however it is answered."""
+
+    def prompt_estimate(self, req: ChatRequest) -> int:
+        return estimate_prompt_tokens(req)
 
     def demand(self, req: ChatRequest) -> Demand:
         return chat_demand(req)
+
+
+class Streamed(_Chat):
+    """A chat answer streamed as it comes (:mod:`.streaming`)."""
 
     async def run(self, ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
         await stream(ex, state, output)
 
 
-class Whole:
+class Whole(_Chat):
     """A chat answer read whole, then sent in one write (:mod:`.completion`)."""
-
-    def demand(self, req: ChatRequest) -> Demand:
-        return chat_demand(req)
 
     async def run(self, ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
         await complete(ex, state, output)
