@@ -19,6 +19,7 @@ from sluice.core.connection import Timeouts
 from sluice.core.usage import Price
 from sluice.errors import ConfigError
 from sluice.wire.bounds import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_JSON_DEPTH
+from sluice.wire.chunks import ModelCapabilities
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -125,6 +126,13 @@ class ConnectionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     prices: dict[str, PriceConfig] = {}
     """``custom_provider`` prices: what this connection is billed per model id."""
     options: dict[str, Any] = {}
+    passthrough: bool = False
+    """Serve ``<id or provider>/<any upstream name>`` without a catalog entry."""
+    allow_extra_fields: list[str] = []
+    """Request fields outside the chat wire forwarded to this upstream as sent (vLLM's
+    ``repetition_penalty``, ``min_p``, …); any other unknown field is refused."""
+    allow_unpriced: bool = False
+    """Let credit-metered accounts use this connection's unpriced models, for free."""
 
 
 class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -133,6 +141,9 @@ class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     price: PriceConfig | None = None
     fallbacks: list[str] = []
     max_output_tokens: int | None = None
+    context_window: int | None = None
+    dimensions: int | None = None
+    capabilities: ModelCapabilities = ModelCapabilities()
     owned_by: str | None = None
     balance: Literal["ordered", "weighted"] = "ordered"
     """How the connections serving this model are tried: in configured order, or in an
@@ -186,6 +197,9 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     with ``upstream_event_too_large``."""
     max_json_depth: Annotated[int, msgspec.Meta(ge=8)] = DEFAULT_MAX_JSON_DEPTH
     """Deepest nesting of arrays and objects a request body may have."""
+    max_embedding_inputs: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 2048
+    """The most inputs one ``POST /v1/embeddings`` may carry (split into each
+    provider's batches upstream)."""
     shutdown_grace: Annotated[float, msgspec.Meta(ge=0)] = 5.0
     """Seconds a stop waits for responses in flight; then each live stream ends with
     ``server_shutting_down``."""

@@ -44,6 +44,7 @@ from sluice.providers.registry import (
     region_from_env,
     upstream_base_url,
 )
+from sluice.wire.chat import STEERING_FIELDS
 
 HOME_ENV = "SLUICE_HOME"
 DEFAULT_HOME = ".sluice"
@@ -120,7 +121,21 @@ def _connection(conf: ConnectionConfig, env: Mapping[str, str]) -> ConnectionSet
         weight=conf.weight,
         prices=prices_from_config(conf.prices),
         options=dict(conf.options),
+        passthrough=conf.passthrough,
+        allow_extra_fields=_extra_fields(conf),
+        allow_unpriced=conf.allow_unpriced,
     )
+
+
+def _extra_fields(conf: ConnectionConfig) -> frozenset[str]:
+    """``allow_extra_fields``, none of which may choose the upstream or its key."""
+    steering = sorted(set(conf.allow_extra_fields) & STEERING_FIELDS)
+    if steering:
+        raise ConfigError(
+            f"connection {conf.id!r}: allow_extra_fields cannot name {', '.join(steering)}: "
+            "the configuration alone chooses the upstream and its credentials"
+        )
+    return frozenset(conf.allow_extra_fields)
 
 
 def _telemetry(conf: TelemetryConfig) -> TelemetrySettings | None:

@@ -24,6 +24,8 @@ PURE = [
     ROOT / "limits" / "decision.py",
     ROOT / "limits" / "headers.py",
     ROOT / "routing" / "plan.py",
+    ROOT / "routing" / "names.py",
+    ROOT / "routing" / "capabilities.py",
     ROOT / "transport" / "address_policy.py",
     *(
         ROOT / "client" / f"{name}.py"

@@ -120,6 +120,17 @@ on_disconnect = "drain"
             {},
             "at `$.connections[0].timeouts.total`",
         ),
+        (
+            '[[connections]]\nid = "a"\nprovider = "openai-compatible"\nbase_url = "http://x"\n'
+            'allow_extra_fields = ["min_p", "api_key", "base_url"]\n',
+            {},
+            "allow_extra_fields cannot name api_key, base_url",
+        ),
+        (
+            '[[models]]\nid = "a/b"\nproviders = {}\ncapabilities = { vison = true }\n',
+            {},
+            "unknown field `vison`",
+        ),
     ],
     ids=[
         "unknown-kind",
@@ -138,6 +149,8 @@ on_disconnect = "drain"
         "infinite-window",
         "nan-window",
         "zero-total",
+        "extra-field-that-steers",
+        "capability-typo",
     ],
 )
 def test_bad_configs_fail_loudly(toml: str, env: dict[str, str], message: str) -> None:

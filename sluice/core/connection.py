@@ -62,6 +62,12 @@ class ConnectionSettings(msgspec.Struct, frozen=True):
     owner: str | None = None
     """The account that owns this connection (its upstream address is guarded)."""
     options: Mapping[str, Any] = msgspec.field(default_factory=dict)
+    passthrough: bool = False
+    """Serves ``<id or provider>/<any upstream name>`` without a catalog entry."""
+    allow_extra_fields: frozenset[str] = frozenset()
+    """Request fields outside the chat wire forwarded to this upstream as sent."""
+    allow_unpriced: bool = False
+    """Credit-metered accounts may use its unpriced models (for free)."""
 
 
 class Target(msgspec.Struct, frozen=True):

@@ -2,8 +2,8 @@
 body: the prompt's ceiling and the output's (the request's own cap, else the serving
 model's longest answer), times the answers asked for. (Token rate limits take the
 work's prompt estimate, worked out only when a limit applies: :mod:`sluice.exchange.
-work`.) Every kind of work (a chat answer streamed or whole; the
-next issue's embeddings) states its demand in these terms, so admission is one path.
+work`.) Every kind of work (a chat answer streamed or whole; embeddings, whose output
+ceiling is 0) states its demand in these terms, so admission is one path.
 """
 
 from __future__ import annotations

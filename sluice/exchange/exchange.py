@@ -41,8 +41,9 @@ from sluice.guardrails.checks import check_input
 from sluice.guardrails.selection import RuleSet
 from sluice.limits.base import LimiterUnavailableError
 from sluice.limits.decision import Ticket as LimitTicket
-from sluice.metering.charges import hold_amount, resolve_rate
+from sluice.metering.charges import hold_amount, priced_plan, resolve_rate
 from sluice.routing.attempts import AttemptRecord, TryStarted
+from sluice.routing.capabilities import capable_plan, extra_fields
 from sluice.storage.base import RequestRecord
 from sluice.wire.chat import ChatRequest
 
@@ -167,9 +168,10 @@ class Exchange:
 
     async def _admit(self, state: ExchangeState, work: Work) -> RuleSet:
         """Rate limits first (a refused request costs nothing downstream), then the input
-        guardrails (before routing and any hold, docs/api.md#guardrails), the plan and the
-        credit hold, on the work's estimate and demand, not the request's body. Returns the
-        output guardrails that apply."""
+        guardrails (before routing and any hold, docs/api.md#guardrails), the plan (cut to
+        the attempts whose model can do what the work needs, and for a metered account
+        to the priced ones) and the credit hold, on the work's estimate and demand, not
+        the request's body. Returns the output guardrails that apply."""
         services, principal = self.services, state.principal
         _check_models(state.req, principal.policy)
         subject = token_subject(services, principal, self.counted)
@@ -186,9 +188,11 @@ class Exchange:
         demand = work.demand(req)
         view = await services.tenants.view(principal.account_id)
         state.prices = view.prices
-        plan = state.plan = view.planner.plan(req.model, req.models or ()).within(
-            principal.policy.allows
-        )
+        plan = view.planner.plan(req.model, req.models or ()).within(principal.policy.allows)
+        plan = capable_plan(plan, work.needs(req), extra_fields(req))
+        if principal.metered:
+            plan = priced_plan(plan, view.prices)
+        state.plan = plan
         rates = [
             (a.model, resolve_rate(a.model, a.target.connection, view.prices))
             for a in plan.attempts

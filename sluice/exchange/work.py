@@ -1,8 +1,8 @@
 """What an endpoint asks an exchange to run: how it runs, and what admission reads of
 it (its :class:`~sluice.core.demand.Demand`). The exchange's admit → run → settle is
 the same for every kind of work, so no metered endpoint can skip the hold, the rate
-limits or the request log; a new kind (the next issue's embeddings) is one more class
-here with its own ``run``.
+limits or the request log; another kind is one more class with its own ``run``
+(embeddings: :class:`~sluice.exchange.embedding.Embed`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from sluice.exchange.completion import complete
 from sluice.exchange.state import ExchangeState
 from sluice.exchange.streaming import stream
 from sluice.guardrails.selection import RuleSet
+from sluice.routing.capabilities import chat_needs
 from sluice.wire.chat import ChatRequest
 
 if TYPE_CHECKING:
@@ -30,6 +31,11 @@ class Work(Protocol):
         """What ``req`` (as the credit hold sees it) may cost."""
         ...
 
+    def needs(self, req: ChatRequest) -> frozenset[str]:
+        """What the serving model must be able to do
+        (:data:`~sluice.routing.capabilities.NEEDS`)."""
+        ...
+
     async def run(self, ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
         """Once admitted: the upstream call and the answer to the client."""
         ...
@@ -43,6 +49,9 @@ class _Chat:
 
     def demand(self, req: ChatRequest) -> Demand:
         return chat_demand(req)
+
+    def needs(self, req: ChatRequest) -> frozenset[str]:
+        return chat_needs(req)
 
 
 class Streamed(_Chat):

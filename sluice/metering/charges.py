@@ -26,8 +26,10 @@ from sluice.core.connection import ConnectionSettings
 from sluice.core.demand import Demand
 from sluice.core.money import NANO_PER_USD
 from sluice.core.usage import Price, TokenUsage
+from sluice.errors import InvalidRequestError
 from sluice.metering.pricing import cost_pico
 from sluice.routing.catalog import CatalogModel
+from sluice.routing.plan import Attempt, Plan
 from sluice.wire.chunks import PriceSource
 
 PICO_PER_NANO = 1000
@@ -92,7 +94,9 @@ def hold_amount(demand: Demand, candidates: Sequence[tuple[CatalogModel, Rate]])
         price = rate.price
         if price is None:
             continue
-        ceiling = demand.output_ceiling or model.max_output_tokens or DEFAULT_OUTPUT_CEILING
+        ceiling = demand.output_ceiling
+        if ceiling is None:
+            ceiling = model.max_output_tokens or DEFAULT_OUTPUT_CEILING
         usage = TokenUsage(
             prompt_tokens=prompt,
             cache_write_tokens=prompt if price.cache_write > price.input else 0,
@@ -100,3 +104,33 @@ def hold_amount(demand: Demand, candidates: Sequence[tuple[CatalogModel, Rate]])
         )
         most = max(most, nano_from_pico(cost_pico(usage, price)))
     return most
+
+
+UNPRICED = "model_unpriced"
+"""The code of a credit-metered request whose every target is unpriced."""
+
+
+def priced_plan(plan: Plan, account_prices: Mapping[str, Price]) -> Plan:
+    """For a credit-metered account: the plan without the attempts it would be served
+    for free (no price anywhere, on an operator's connection that does not
+    ``allow_unpriced``); a 400 naming the model when none is left."""
+    kept = tuple(a for a in plan.attempts if _chargeable(a, account_prices))
+    if len(kept) == len(plan.attempts):
+        return plan
+    if not kept:
+        model = plan.attempts[0].model.id
+        raise InvalidRequestError(
+            f"The model '{model}' has no price, and this account pays per use: the "
+            "operator can price it (the connection's `prices`) or let accounts use it "
+            "unpriced (`allow_unpriced` on the connection).",
+            code=UNPRICED,
+            param="model",
+        )
+    return msgspec.structs.replace(plan, attempts=kept)
+
+
+def _chargeable(attempt: Attempt, account_prices: Mapping[str, Price]) -> bool:
+    conn = attempt.target.connection
+    if conn.owner is not None or conn.allow_unpriced:
+        return True  # an account's own upstream, or free by the operator's word
+    return resolve_rate(attempt.model, conn, account_prices).price is not None

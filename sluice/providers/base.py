@@ -15,6 +15,7 @@ import msgspec
 
 from sluice.core.batch import ChunkBatch
 from sluice.core.connection import Target
+from sluice.core.embedding import EmbedCall, Embedded
 from sluice.core.upstream_request import UpstreamRequest
 from sluice.core.usage import TokenUsage
 from sluice.errors import ApiError
@@ -126,4 +127,34 @@ class CountsTokens(Protocol):
 
     def parse_count(self, body: bytes) -> int:
         """The count in the answer to :meth:`count_request`."""
+        ...
+
+
+class EmbedBatch(msgspec.Struct):
+    """One upstream call of an embeddings request: the inputs ``start`` to
+    ``start + count`` (the adapter's split; the caller joins the answers in order)."""
+
+    request: UpstreamRequest
+    start: int
+    count: int
+
+
+@runtime_checkable
+class EmbedsText(Protocol):
+    """An ability: the provider embeds text. ``embed_concurrency``: how many of one
+    request's batches may be in flight at once."""
+
+    embed_concurrency: int
+
+    def embed_batches(self, call: EmbedCall, target: Target) -> list[EmbedBatch]:
+        """Requests covering every input of ``call`` in order, each within the
+        provider's batch limit; :class:`~sluice.errors.InvalidRequestError` for inputs
+        the provider cannot take (token arrays, a ``dimensions`` it cannot give)."""
+        ...
+
+    def parse_embeddings(
+        self, headers: Mapping[str, str], body: bytes, batch: EmbedBatch
+    ) -> Embedded:
+        """One batch's successful answer: exactly ``batch.count`` vectors, or
+        :class:`~sluice.errors.UpstreamError` (``upstream_malformed``)."""
         ...

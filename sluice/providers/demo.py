@@ -7,7 +7,8 @@ its bytes go through the same translator as OpenAI's. It honours ``max_tokens``
 offers tools (arguments made up from each tool's JSON schema).
 
 Connection options: ``first_token_ms`` (default 150) and ``token_ms`` (default 20, so
-50 tokens/s). The native model ``demo-fast`` runs four times faster.
+50 tokens/s). The native model ``demo-fast`` runs four times faster. The native model
+``demo-embed`` embeds (:mod:`.demo_embed`), answering after ``first_token_ms``.
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ from typing import Any
 import msgspec
 
 from sluice.core.connection import Target
+from sluice.core.embedding import EmbedCall
 from sluice.core.tokens import estimate_prompt_tokens, tokens_for_chars
 from sluice.core.upstream_request import UpstreamRequest
 from sluice.errors import ConfigError
 from sluice.ids import IdFactory
+from sluice.providers.base import EmbedBatch
+from sluice.providers.demo_embed import demo_embed_batches
 from sluice.providers.openai import OpenAIAdapter
 from sluice.wire.chat import ChatRequest, Tool
 from sluice.wire.chunks import (
@@ -249,3 +253,7 @@ class DemoAdapter(OpenAIAdapter):
             stream=req.is_stream,
             local=upstream,
         )
+
+    def embed_batches(self, call: EmbedCall, target: Target) -> list[EmbedBatch]:
+        pause = demo_options(target.connection.options).first_token_ms / 1000
+        return demo_embed_batches(call, target, pause)

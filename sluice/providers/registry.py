@@ -15,7 +15,7 @@ import msgspec
 
 from sluice.errors import ConfigError
 from sluice.ids import IdFactory
-from sluice.providers.base import Adapter, CountsTokens
+from sluice.providers.base import Adapter, CountsTokens, EmbedsText
 from sluice.wire.bounds import DEFAULT_MAX_EVENT_BYTES
 
 
@@ -92,13 +92,14 @@ class Abilities:
     :mod:`sluice.providers.base`), resolved once when it is built: each is the adapter
     itself where it implements that protocol, None where it does not."""
 
-    __slots__ = ("adapter", "counts_tokens")
+    __slots__ = ("adapter", "counts_tokens", "embeds_text")
 
     def __init__(self, adapter: Adapter) -> None:
         self.adapter = adapter
         self.counts_tokens: CountsTokens | None = (
             adapter if isinstance(adapter, CountsTokens) else None
         )
+        self.embeds_text: EmbedsText | None = adapter if isinstance(adapter, EmbedsText) else None
 
 
 class AdapterRegistry:

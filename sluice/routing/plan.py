@@ -1,5 +1,6 @@
 """From the requested ``model`` to an ordered list of upstream attempts (pure;
-docs/api.md#models-and-routes).
+docs/api.md#models-and-routes). What a name means (an id, an alias, a pass-through id)
+is :mod:`.names`'.
 
 Order: the route's chain (or the one model asked for), then the request's ``models``
 list, then the model-level fallbacks of every model so far. Each position is tried
@@ -15,10 +16,14 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from sluice.config import RouteConfig, RouteTargetConfig
+from sluice.config import RouteConfig
 from sluice.core.connection import ConnectionSettings, Target
-from sluice.errors import ConfigError, ModelNotFoundError
+from sluice.errors import ConfigError
 from sluice.routing.catalog import Catalog, CatalogModel
+from sluice.routing.names import ModelNames, served_name
+
+MAX_KEPT_PLANS = 4096
+"""Plans a planner keeps for reuse, by the name asked for."""
 
 
 class Attempt(msgspec.Struct, frozen=True):
@@ -64,7 +69,8 @@ class Planner:
         self._catalog = catalog
         self._connections = tuple(connections)
         self._routes = {route.name: route for route in routes}
-        self._plans: dict[str, Plan] = {}  # by model/route, for requests without `models`
+        self._names = ModelNames(catalog, connections, self._routes)
+        self._plans: dict[str, Plan] = {}  # by name, for requests without `models`
         self._check()
 
     def _check(self) -> None:
@@ -83,76 +89,62 @@ class Planner:
                     )
 
     def servable(self, model: CatalogModel) -> bool:
-        return any(_native(model, c) for c in self._connections)
+        return self._names.servable(model)
 
     def plan(self, model: str, extra_models: Sequence[str] = ()) -> Plan:
-        if not extra_models:
-            cached = self._plans.get(model)
-            if cached is None:
-                cached = self._plans[model] = self._build(model, ())
-            return cached
-        return self._build(model, extra_models)
+        """The attempts for a model id, alias, pass-through id or route, and the
+        request's ``models``; plans without ``models`` are kept (up to
+        :data:`MAX_KEPT_PLANS`: pass-through names are unbounded)."""
+        if extra_models:
+            return self._build(model, extra_models)
+        cached = self._plans.get(model)
+        if cached is None:
+            cached = self._build(model, ())
+            if len(self._plans) < MAX_KEPT_PLANS:
+                self._plans[model] = cached
+        return cached
 
     def _build(self, model: str, extra_models: Sequence[str]) -> Plan:
         route = self._routes.get(model)
-        chain: list[RouteTargetConfig] = (
-            list(route.chain) if route is not None else [RouteTargetConfig(model)]
+        chain: list[tuple[CatalogModel, str | None]] = (
+            [(self._entry(t.model), t.connection) for t in route.chain]
+            if route is not None
+            else [(self._names.resolve(model, "model"), None)]
         )
-        if route is None and self._catalog.get(model) is None:
-            raise ModelNotFoundError(
-                f"The model '{model}' does not exist or you do not have access to it.",
-                param="model",
-            )
-        for i, extra in enumerate(extra_models):
-            if self._catalog.get(extra) is None:
-                raise ModelNotFoundError(
-                    f"The model '{extra}' does not exist or you do not have access to it.",
-                    param=f"models[{i}]",
-                )
-            chain.append(RouteTargetConfig(extra))
+        chain += [
+            (self._names.resolve(m, f"models[{i}]"), None) for i, m in enumerate(extra_models)
+        ]
         named = len(chain)
-        for target in list(chain):
-            entry = self._catalog.get(target.model)
-            assert entry is not None
-            chain.extend(RouteTargetConfig(f) for f in entry.fallbacks)
+        for entry, _ in list(chain):
+            chain.extend((self._entry(f), None) for f in entry.fallbacks)
         attempts: list[Attempt] = []
         seen: set[tuple[str, str | None]] = set()
         position = 0
-        for i, target in enumerate(chain):
-            key = (target.model, target.connection)
-            if key in seen:
+        for i, (entry, connection) in enumerate(chain):
+            if (entry.id, connection) in seen:
                 continue
-            seen.add(key)
-            found = self._attempts(target, position_name(position), fallback=i >= named)
+            seen.add((entry.id, connection))
+            found = self._attempts(entry, connection, position_name(position), fallback=i >= named)
             if found:
-                attempts.extend(found)
+                attempts += found
                 position += 1
         if not attempts:
-            raise ModelNotFoundError(
-                f"No configured connection serves the model '{model}'.",
-                code="model_not_served",
-                param="model",
-            )
+            raise self._names.unserved(model, chain[0][0])
         return Plan(model, route.name if route is not None else None, tuple(attempts))
 
+    def _entry(self, model_id: str) -> CatalogModel:
+        entry = self._catalog.get(model_id)
+        assert entry is not None  # routes and fallbacks are checked when built
+        return entry
+
     def _attempts(
-        self, target: RouteTargetConfig, position: str, *, fallback: bool
+        self, entry: CatalogModel, connection: str | None, position: str, *, fallback: bool
     ) -> list[Attempt]:
-        entry = self._catalog.get(target.model)
-        assert entry is not None
         out = []
         for conn in self._connections:
-            if target.connection is not None and conn.id != target.connection:
+            if connection is not None and conn.id != connection:
                 continue
-            native = _native(entry, conn)
+            native = served_name(entry, conn)
             if native:
                 out.append(Attempt(position, Target(entry.id, native, conn), entry, fallback))
         return out
-
-
-def _native(model: CatalogModel, conn: ConnectionSettings) -> str | None:
-    """The upstream's name for ``model`` on ``conn``: an account's connection serves
-    exactly the models it maps, an operator's those the catalog maps to it."""
-    if conn.models is not None:
-        return conn.models.get(model.id)
-    return model.native_name(conn.id, conn.provider)

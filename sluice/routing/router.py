@@ -17,6 +17,7 @@ from random import Random
 from typing import TypeVar
 
 from sluice.core.connection import Target
+from sluice.core.embedding import EmbedCall
 from sluice.errors import ApiError, ServiceUnavailableError
 from sluice.providers.registry import AdapterRegistry
 from sluice.redaction import Redactor
@@ -28,7 +29,7 @@ from sluice.routing.attempts import (
     try_headers,
 )
 from sluice.routing.breaker import Breaker, State
-from sluice.routing.caller import Completed, UpstreamCaller
+from sluice.routing.caller import Completed, Embeddings, UpstreamCaller
 from sluice.routing.order import ordered_attempts
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.upstream import UpstreamStream
@@ -94,6 +95,21 @@ class Router:
             return self._caller.complete(req, attempt, fresh, try_headers(traced, records))
 
         return await self._run(plan, records, once, in_flight)
+
+    async def embed(
+        self,
+        call: EmbedCall,
+        plan: Plan,
+        records: list[AttemptRecord],
+        traced: TryStarted | None = None,
+    ) -> Embeddings:
+        """Every vector of ``call`` from the first attempt that answers all of them."""
+
+        async def once(attempt: Attempt, fresh: bool) -> Embeddings:
+            headers = try_headers(traced, records)
+            return Embeddings(attempt, await self._caller.embed(call, attempt, fresh, headers))
+
+        return await self._run(plan, records, once)
 
     async def count_tokens(self, req: ChatRequest, plan: Plan) -> tuple[int, Target] | None:
         """The serving provider's own count of the prompt, and the target that counted:

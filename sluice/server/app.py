@@ -1,9 +1,11 @@
 """The gateway: the request dispatcher over the parts :func:`~.compose.create_app` built.
 
-Dispatch is on the raw request path, exactly; there is no path normalization and no
-use of ``Host``. Every response, errors included, carries ``X-Request-Id``. A front
-door's endpoint decodes the body and hands the request to a new
-:class:`~sluice.exchange.exchange.Exchange`, which owns the rest of its life.
+Dispatch is on the raw request path, exactly (a path under ``/v1`` also answers
+without it, and is then handled, logged and counted as its ``/v1`` path); there is no
+other path normalization and no use of ``Host``. Every response, errors included,
+carries ``X-Request-Id``. A front door's endpoint decodes the body and hands the
+request to a new :class:`~sluice.exchange.exchange.Exchange`, which owns the rest of
+its life.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from sluice.server.intake import Intake, Limits
 from sluice.server.live import LiveFeeds
 from sluice.server.logformat import AccessLine, RefusalLine, printable
 from sluice.server.message import Request, ResponseWriter
+from sluice.server.models import MODELS_PREFIX
 from sluice.server.openapi import openapi_document
 from sluice.server.pacing import Pacer
 from sluice.server.reload import Reloader
@@ -66,7 +69,7 @@ from sluice.wire.errors import error_json
 
 _log = logging.getLogger("sluice.access")
 _T = TypeVar("_T")
-_METERED = frozenset(("/v1/chat/completions", "/v1/messages", "/v1/responses"))
+_METERED = frozenset(("/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/embeddings"))
 _QUICK = frozenset(
     {"/v1/models", request_list.LIST_PATH, spend_report.SPEND_PATH, COUNT_TOKENS_PATH}
     | {INPUT_TOKENS_PATH}
@@ -189,7 +192,7 @@ class Gateway:
         body is read: when its key, known from the cache alone, is past what the tarpit
         lets through (429), or, on a door, its account was found empty (402). Whatever
         this lets in is checked again in full once it is read."""
-        path = target.partition(b"?")[0].decode("latin-1")
+        path = self.routes.canonical(target.partition(b"?")[0].decode("latin-1"))
         door = self.routes.doors.get(path)
         fields = {n.decode("latin-1").lower(): v.decode("latin-1") for n, v in headers}
         presented = credentials(fields, None if door is None else door.key_header)
@@ -221,7 +224,7 @@ class Gateway:
         an allowed browser origin."""
         err = connection_error(status, message)
         request_id = self.new_id("req")
-        path = target.partition(b"?")[0].decode("latin-1")
+        path = self.routes.canonical(target.partition(b"?")[0].decode("latin-1"))
         self.services.metrics.request(path if path in self.routes.paths else "other", status, [])
         if _log.isEnabledFor(logging.INFO):
             shown = printable(path)
@@ -240,6 +243,7 @@ class Gateway:
         return error_headers(err, headers), door.error_body(err)
 
     async def handle(self, request: Request, writer: ResponseWriter) -> None:
+        request.path = self.routes.canonical(request.path)  # `/chat/completions` too
         call = Call(request, writer, self.new_id("req"), int(self.wall_clock()), self.clock())
         door = call.door = self.routes.doors.get(request.path)
         if door is not None and door.request_id_header is not None:
@@ -317,7 +321,9 @@ class Gateway:
 
     def _quick(self, path: str) -> bool:
         """A key's call that is all work, paced (:mod:`.pacing`)."""
-        return path in _QUICK or path.startswith((REQUEST_LOG_PREFIX, RESPONSES_PREFIX))
+        return path in _QUICK or path.startswith(
+            (REQUEST_LOG_PREFIX, RESPONSES_PREFIX, MODELS_PREFIX)
+        )
 
     def _endpoint(self, request: Request) -> tuple[Endpoint, bool]:
         methods = self.routes.find(request.path)

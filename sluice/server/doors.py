@@ -28,6 +28,7 @@ LOGGED = MappingProxyType(
         "/v1/chat/completions": "chat",
         "/v1/messages": "messages",
         "/v1/responses": "responses",
+        "/v1/embeddings": "embeddings",
         COUNT_TOKENS_PATH: "count_tokens",
         INPUT_TOKENS_PATH: "count_tokens",
     }

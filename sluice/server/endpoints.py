@@ -1,4 +1,4 @@
-"""The small endpoints: health, model list, metrics, request log lookup."""
+"""The small endpoints: health, model list and lookup, metrics, request log lookup."""
 
 from __future__ import annotations
 
@@ -6,12 +6,19 @@ import asyncio
 import re
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 import msgspec
 
-from sluice.errors import AuthenticationError, NotFoundError, PermissionDeniedError
+from sluice.errors import (
+    AuthenticationError,
+    ModelNotFoundError,
+    NotFoundError,
+    PermissionDeniedError,
+)
 from sluice.exchange.heads import JSON
 from sluice.server.admin import authorize
+from sluice.server.models import MODELS_PREFIX, retrieved
 from sluice.server.responses import PROMETHEUS
 from sluice.wire.chunks import ModelList
 
@@ -23,6 +30,7 @@ REQUEST_LOG_PREFIX = "/v1/requests/"
 _REQUEST_ID = re.compile(r"req_[0-9A-Za-z]{1,64}")
 _ENCODER = msgspec.json.Encoder()
 _MODELS = msgspec.json.Decoder(ModelList)
+MAX_MODEL_NAME = 512
 
 
 async def health(gw: GatewayContext, call: Call) -> None:
@@ -73,6 +81,23 @@ async def models(gw: GatewayContext, call: Call) -> None:
         listed.data = [entry for entry in listed.data if policy.allows(entry.id)]
         body = _ENCODER.encode(listed)
     await call.writer.send(200, [*call.headers, JSON], body)
+
+
+async def model(gw: GatewayContext, call: Call) -> None:
+    """``GET /v1/models/{id}`` (the id percent-encoded or not): the model or route as
+    the list shows it, also for an alias or a pass-through id; 404 ``model_not_found``
+    for a name no request could use, or one the key may not."""
+    assert call.principal is not None
+    name = unquote(call.request.path[len(MODELS_PREFIX) :])
+    entry = None
+    if len(name) <= MAX_MODEL_NAME:  # as a request's `model` may be
+        entry = retrieved(_MODELS.decode(gw.models_body), gw.tenants.shared.planner, name)
+    if entry is None or not call.principal.policy.allows(entry.id):
+        raise ModelNotFoundError(
+            f"The model '{name[:MAX_MODEL_NAME]}' does not exist or you do not have access to it.",
+            param="model",
+        )
+    await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(entry))
 
 
 async def metrics(gw: GatewayContext, call: Call) -> None:

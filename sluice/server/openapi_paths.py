@@ -42,7 +42,8 @@ from sluice.server.openapi_answers import (
 )
 from sluice.storage.base import REQUEST_STATUSES, RequestRecord
 from sluice.wire.chat import ChatRequest
-from sluice.wire.chunks import ChatCompletion, ModelList
+from sluice.wire.chunks import ChatCompletion, ModelEntry, ModelList
+from sluice.wire.embeddings import EmbeddingList, EmbeddingRequest
 from sluice.wire.messages import CountTokens, CountTokensRequest, Message, MessagesRequest
 from sluice.wire.responses import InputTokens, Response, ResponsesRequest
 
@@ -106,6 +107,9 @@ _MODEL = Param(name="model", where="path", required=True, literal_slashes=True,
                "literal: they are sent as they are, as more path segments "
                "(`/admin/accounts/dev/prices/team/model`), never as `%2F`, which "
                "the gateway reads as part of a segment (no such model: 404)")
+_SERVED_MODEL = Param(name="model", where="path", required=True, literal_slashes=True,
+                      example="sluice/demo", description="A model id, route, alias or "
+                      "pass-through id; its `/` literal or sent as `%2F`")
 _RESPONSE_ID = Param(name="response_id", where="path", required=True,
                      pattern="^resp_[0-9A-Za-z]{1,64}$", description="The stored response's id")
 _INCLUDE = Param(name="include", description="Accepted and ignored")
@@ -129,6 +133,10 @@ def _chat_example() -> Schema:
         "max_tokens": 16,
         "messages": [{"role": "user", "content": "Hi"}],
     }
+
+
+def _embeddings_example() -> Schema:
+    return {"model": "sluice/demo-embed", "input": ["The sun rose.", "Dawn broke."]}
 
 
 def _count_example() -> Schema:
@@ -220,8 +228,14 @@ ENDPOINTS: Final = (
              "of a stored response's input items (404 `response_not_found`; 400 naming the "
              "parameter that is wrong)", answer=InputItemPage, params=_ITEMS,
              errors=(400, 401, 404, 429)),
+    Endpoint(path="/v1/embeddings", method="post", summary="Embeddings of one input or a "
+             "batch (floats or base64), metered on input tokens", body=EmbeddingRequest,
+             answer=EmbeddingList, errors=_RUN, example=_embeddings_example),
     Endpoint(path="/v1/models", method="get", summary="The models and routes this key may "
              "ask for", answer=ModelList, errors=(401, 429)),
+    Endpoint(path="/v1/models/{model}", method="get", summary="One model or route, also by "
+             "an alias or a pass-through id (404 `model_not_found`; 400 `model_ambiguous`)",
+             answer=ModelEntry, params=(_SERVED_MODEL,), errors=(400, 401, 404, 429)),
     Endpoint(path="/v1/requests", method="get", summary="This account's request log, newest "
              "first (a page)", answer=RequestPage, text=EXPORTS, params=_REQUEST_PARAMS,
              errors=(400, 401, 429)),

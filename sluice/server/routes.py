@@ -1,7 +1,8 @@
 """The gateway's one route table: every path, its methods, their endpoints and whether
 each needs an API key; the paths under a prefix (a request's log row, a stored
 response, the admin API); and the front door that answers each door's path, whose
-wire the errors there are written in. Matched on the raw path only. State one endpoint
+wire the errors there are written in. Matched on the raw path only; a path under
+``/v1`` also answers without it (:meth:`Routes.canonical`). State one endpoint
 keeps for the gateway's lifetime (the live feeds, the token-count cache) is bound to
 it here."""
 
@@ -13,6 +14,7 @@ from functools import partial
 from sluice.accounts.sealing import AccountSeal
 from sluice.exchange.ports import FrontDoor
 from sluice.frontdoors.chat import ChatCompletionsDoor
+from sluice.frontdoors.embeddings import EmbeddingsDoor
 from sluice.frontdoors.messages.door import MessagesDoor
 from sluice.frontdoors.responses.decode import decode_responses_request
 from sluice.frontdoors.responses.door import ResponsesDoor
@@ -31,21 +33,24 @@ from sluice.server.count_tokens import (
     responses_count,
 )
 from sluice.server.doors import serve_door
+from sluice.server.embeddings import EMBEDDINGS_PATH, embeddings
 from sluice.server.endpoints import REQUEST_LOG_PREFIX
 from sluice.server.live import LIVE_PATH, LiveFeeds, live_requests
+from sluice.server.models import MODELS_PREFIX
 from sluice.server.openapi import OPENAPI_PATH
 from sluice.server.reload import RELOAD_PATH, reload_endpoint
 
 Methods = dict[str, tuple[Endpoint, bool]]
 """A path's methods: each one's endpoint and whether it needs an API key."""
 _ADMIN_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+_V1 = "/v1"
 
 
 class Routes:
     """``paths``: the exact paths; ``prefixes``: the paths under a prefix, tried in
     order after the exact ones; ``doors``: the door answering each door's path."""
 
-    __slots__ = ("doors", "paths", "prefixes")
+    __slots__ = ("_versioned", "doors", "paths", "prefixes")
 
     def __init__(
         self,
@@ -71,6 +76,7 @@ class Routes:
             "/v1/chat/completions": {"POST": (partial(serve_door, ChatCompletionsDoor()), True)},
             "/v1/messages": {"POST": (partial(serve_door, messages), True)},
             "/v1/responses": {"POST": (partial(serve_door, responses, memory=responses), True)},
+            EMBEDDINGS_PATH: {"POST": (partial(embeddings, EmbeddingsDoor()), True)},
             COUNT_TOKENS_PATH: {"POST": (partial(count_tokens, counts), True)},
             INPUT_TOKENS_PATH: {"POST": (counted_input, True)},
             request_list.LIST_PATH: {"GET": (request_list.own_requests, True)},
@@ -86,6 +92,7 @@ class Routes:
             self.paths[path] = {"GET": (page, False)}
         self.prefixes: tuple[tuple[str, Methods], ...] = (
             (REQUEST_LOG_PREFIX, {"GET": (endpoints.request_log, True)}),
+            (MODELS_PREFIX, {"GET": (endpoints.model, True)}),
             (
                 stored_responses.RESPONSES_PREFIX,
                 {"GET": (stored_responses.read, True), "DELETE": (stored_responses.delete, True)},
@@ -93,9 +100,20 @@ class Routes:
             (ADMIN_PREFIX, dict.fromkeys(_ADMIN_METHODS, (admin, False))),
         )
         self.doors: dict[str, FrontDoor] = {"/v1/messages": messages, COUNT_TOKENS_PATH: messages}
+        self._versioned = tuple(p for p, _ in self.prefixes if p.startswith(_V1 + "/"))
+
+    def canonical(self, path: str) -> str:
+        """``path`` as the table names it: one the table lacks that it has under ``/v1``
+        (``/chat/completions``, ``/models/{id}``) is that one; else as sent."""
+        if path in self.paths or not path.startswith("/"):
+            return path
+        versioned = _V1 + path
+        if versioned in self.paths or versioned.startswith(self._versioned):
+            return versioned
+        return path
 
     def find(self, path: str) -> Methods | None:
-        """The methods served at ``path``; None: no such path."""
+        """The methods served at ``path`` (:meth:`canonical` already); None: no such path."""
         methods = self.paths.get(path)
         if methods is not None:
             return methods

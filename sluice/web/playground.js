@@ -37,8 +37,9 @@ export class Playground {
     });
     $("stop").addEventListener("click", () => this.abort?.abort());
     const models = await this.api.json("/v1/models");
+    const chat = models.data.filter((model) => model.capabilities?.chat !== false);
     const select = $("model");
-    select.replaceChildren(...models.data.map((model) => el("option", model.id, { value: model.id })));
+    select.replaceChildren(...chat.map((model) => el("option", model.id, { value: model.id })));
   }
 
   reset() {

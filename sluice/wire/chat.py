@@ -1,8 +1,11 @@
 """The request side of the OpenAI Chat Completions wire model (docs/api.md#the-request).
 
 Fields the OpenAI API accepts are typed here; fields we only forward are kept as
-:class:`msgspec.Raw` so they reach the upstream byte for byte. Unknown top-level
-fields are dropped on decode. The overrides other gateways take from the body to
+:class:`msgspec.Raw` so they reach the upstream byte for byte. A top-level field this
+model does not know fails the typed decode; the chat door then keeps it as sent in
+``native`` (wire :data:`CHAT_WIRE`), for a connection that allows it
+(``allow_extra_fields``), and a request no serving connection allows it on is refused.
+The overrides other gateways take from the body to
 steer where or how the upstream is called (``api_base``, ``api_key``, …) are refused
 by name instead (:func:`refuse_overrides`): a caller who sends one learns it has no
 effect. Absent fields are ``UNSET`` and stay absent when the request is encoded again.
@@ -95,7 +98,7 @@ class NativeFields(_Wire):
     what it answers to it (the Responses door's sealed reasoning)."""
 
 
-class ChatRequest(_Wire):
+class ChatRequest(_Wire, forbid_unknown_fields=True):
     """``POST /v1/chat/completions`` body."""
 
     model: ModelName
@@ -131,6 +134,11 @@ class ChatRequest(_Wire):
     web_search_options: Raw | Opt = UNSET
     prompt_cache_key: Raw | Opt = UNSET
     safety_identifier: Raw | Opt = UNSET
+    prompt_cache_retention: Raw | Opt = UNSET
+    prompt_cache_options: Raw | Opt = UNSET
+    moderation: Raw | Opt = UNSET
+    functions: Raw | Opt = UNSET
+    function_call: Raw | Opt = UNSET
     # Sluice extension: request-level fallback models, tried after ``model``.
     models: list[ModelName] | Opt | None = UNSET
     # Sluice extensions for providers that take them (others drop them): top-k sampling,
@@ -225,3 +233,7 @@ def refuse_overrides(req: ChatRequest) -> None:
 
 EXTENSION_FIELDS = ("models", "top_k", "reasoning_budget", "betas", "native")
 """Top-level fields of ours that an OpenAI-compatible upstream does not take."""
+STEERING_FIELDS = frozenset((*OVERRIDE_FIELDS, "native"))
+"""Fields no connection may take from a request (``allow_extra_fields``)."""
+CHAT_WIRE = "chat"
+"""The chat wire's name in ``native``: the top-level fields this model does not know."""

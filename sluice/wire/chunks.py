@@ -157,13 +157,32 @@ class ModelPricing(Struct):
     cache_write: float | UnsetType = UNSET
 
 
+class ModelCapabilities(Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+    """What a model can do, as the catalog declares it (``[[models]] capabilities``);
+    an ability left out is unknown, and a request needing it is tried. A model that
+    declares ``embeddings = true`` and leaves ``chat`` out is not a chat model."""
+
+    chat: bool | None = None
+    tools: bool | None = None
+    vision: bool | None = None
+    json_schema: bool | None = None
+    reasoning: bool | None = None
+    embeddings: bool | None = None
+
+
 class ModelEntry(Struct, kw_only=True):
+    """One entry of ``GET /v1/models``, and the answer of ``GET /v1/models/{id}``."""
+
     id: str
     object: Literal["model"] = "model"
     created: int
     owned_by: str
     pricing: ModelPricing | None
+    context_window: int | UnsetType = UNSET
     max_output_tokens: int | UnsetType = UNSET
+    dimensions: int | UnsetType = UNSET
+    """An embeddings model's vector length when none is asked for."""
+    capabilities: ModelCapabilities | UnsetType = UNSET
 
 
 class ModelList(Struct, kw_only=True):

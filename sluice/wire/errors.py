@@ -70,6 +70,7 @@ def error_event(err: ApiError, usage: Usage | None = None) -> bytes:
 _PATH = re.compile(r" - at `\$\.?(?P<path>[^`]*)`$")
 _TYPE_ONLY = re.compile(r"^Expected `[^`]+`, got `[^`]+`$")
 _MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`")
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>[^`]*)`$")
 
 
 def decode_body(decoder: msgspec.json.Decoder[_T], body: bytes | bytearray, max_depth: int) -> _T:
@@ -107,6 +108,14 @@ def invalid_body_error(exc: msgspec.DecodeError) -> InvalidRequestError:
     message = text[: match.start()] if match else text
     if match:
         param = match.group("path") or None
+    unknown = _UNKNOWN.match(text)  # top level only: a nested one carries its path
+    if unknown:
+        field = unknown.group("field")
+        return InvalidRequestError(
+            f"Unrecognized request argument supplied: '{field[:100]}'.",
+            code="unknown_parameter",
+            param=field[:256],
+        )
     missing = _MISSING.match(message)
     if missing:
         field = missing.group("field")

@@ -231,7 +231,7 @@ async def test_the_model_list_shows_a_key_only_what_it_may_ask_for(
         for name, key in (("narrow", narrow), ("wide", wide)):
             answer = await exchange(gw.host, gw.port, get("/v1/models", key["key"]))
             shown[name] = [entry["id"] for entry in answer.json()["data"]]
-    assert shown["narrow"] == ["sluice/demo-fast"]
+    assert shown["narrow"] == ["sluice/demo-fast", "sluice/demo-embed"]
     assert set(shown["wide"]) >= {"sluice/demo", "sluice/demo-fast", "test/gpt-fake"}
 
 

@@ -177,7 +177,7 @@ async def test_demo_provider_through_the_sdk(tmp_path: Path) -> None:
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
     assert extra(chunks[0])["provider"] == "demo"
     ids = [m.id for m in listed.data]
-    assert ids == ["sluice/demo", "sluice/demo-fast"]
+    assert ids == ["sluice/demo", "sluice/demo-fast", "sluice/demo-embed"]
     assert extra(listed.data[0])["pricing"] == {"input": 0.5, "output": 1.5, "cache_read": 0.05}
 
 

@@ -31,7 +31,9 @@ def key(gw: RunningGateway) -> str:
         ("/v1/models?auth=off", "", 401),
         ("http://localhost/v1/models", "", 401),  # absolute-form target
         ("/health/../v1/models", "", 404),
-        ("/v1/models/", "", 404),
+        ("/v1/models/", "", 401),  # GET /v1/models/{id}
+        ("/models", "", 401),  # every /v1 path also answers without it
+        ("/health/../models", "", 404),
         ("//v1/models", "", 404),
         ("/v1/%6dodels", "", 404),
         ("/V1/MODELS", "", 404),
@@ -75,9 +77,15 @@ async def test_body_overrides_are_refused_by_name_and_never_steer_the_call(
                 assert str(value) not in error["message"]  # the value is not echoed
             body = json.dumps({**GOOD, "some_future_field": 1}).encode()
             resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", body, key(gw)))
+            assert resp.status == 400  # no connection allows it: refused by name, not dropped
+            error = resp.json()["error"]
+            assert (error["param"], error["code"]) == ("some_future_field", "unknown_parameter")
+            assert fake.requests == []
+            good = json.dumps(GOOD).encode()
+            resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", good, key(gw)))
     finally:
         await decoy.close()
-    assert resp.status == 200  # other unknown fields are still ignored
+    assert resp.status == 200
     assert decoy.requests == []
     (sent,) = fake.requests
     assert sent.headers["authorization"] == f"Bearer {UPSTREAM_KEY}"

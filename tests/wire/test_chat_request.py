@@ -1,14 +1,16 @@
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any
 
 import msgspec
 import pytest
+from openai.resources.chat.completions.completions import Completions
 
 from sluice.errors import InvalidRequestError
 from sluice.frontdoors.chat import decode_chat_request
-from sluice.wire.chat import OVERRIDE_FIELDS
+from sluice.wire.chat import CHAT_WIRE, OVERRIDE_FIELDS, ChatRequest, NativeFields
 
 FULL_REQUEST: dict[str, Any] = {
     "model": "openai/gpt-4o",
@@ -101,9 +103,51 @@ def test_request_properties() -> None:
     assert req.stop_sequences == ["END", "STOP"]
 
 
-def test_unknown_fields_are_dropped() -> None:
-    doc = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "future_field": [1]}
-    assert roundtrip(doc) == {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+def test_unknown_fields_are_kept_as_sent_for_the_connections_that_allow_them() -> None:
+    plain = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    body = json.dumps({**plain, "future_field": [1], "min_p": 0.05, "function_call": "auto"})
+    req = decode_chat_request(body.encode())
+    assert isinstance(req.native, NativeFields) and req.native.wire == CHAT_WIRE
+    fields = {k: json.loads(bytes(v)) for k, v in req.native.fields.items()}
+    assert fields == {"future_field": [1], "min_p": 0.05}
+    assert roundtrip({**plain, "function_call": "auto"}) == {**plain, "function_call": "auto"}
+
+
+def test_every_field_the_openai_sdk_sends_is_modelled() -> None:
+    """What the official SDK's ``chat.completions.create`` can send is never an extra
+    field (a 400 unless a connection allows it): it is typed, or forwarded as sent."""
+    sent = set(inspect.signature(Completions.create).parameters)
+    sent -= {"self", "extra_headers", "extra_query", "extra_body", "timeout"}
+    assert sent - set(ChatRequest.__struct_fields__) == set()
+
+
+HI = b'[{"role": "user", "content": "h"}]'
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "param"),
+    [
+        (b'{"model": "m", "x": 1, "messages": [], "api_key": "sk-1"}', "invalid_value", "messages"),
+        (
+            b'{"model": "m", "x": 1, "api_key": "k", "messages": ' + HI + b"}",
+            "unsupported_parameter",
+            "api_key",
+        ),
+        (b'{"model": "m", "x": 1, "messages": [', "invalid_json", None),
+        (
+            b'{"x": 1, "messages": ' + HI + b"}",
+            "missing_required_parameter",
+            "model",
+        ),
+    ],
+    ids=["bad-value-after-unknown", "override-beside-unknown", "truncated", "missing"],
+)
+def test_a_body_with_unknown_fields_is_checked_as_any_other(
+    body: bytes, code: str, param: str | None
+) -> None:
+    with pytest.raises(InvalidRequestError) as info:
+        decode_chat_request(body)
+    assert (info.value.code, info.value.param) == (code, param)
 
 
 @pytest.mark.parametrize("field", OVERRIDE_FIELDS)
@@ -137,6 +181,9 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
     text = '"[[[{{{\\"' * 500  # brackets, escaped backslashes and quotes, all in strings
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": text}]})
     assert decode_chat_request(body.encode()).messages[0].content == text
+
+
+HI = b'[{"role": "user", "content": "h"}]'
 
 
 @pytest.mark.parametrize(

@@ -1,26 +1,24 @@
-"""The ``aws-bedrock`` adapter: Converse over HTTP, signed by the transport.
+"""The ``aws-bedrock`` adapter: Converse over HTTP, signed by the transport
+(:mod:`.endpoint`); embeddings through InvokeModel (:mod:`.embeddings`, mixed in).
 
-The model id goes in the path percent-encoded as one segment (inference-profile ARNs
-hold ``:`` and ``/``). With an API key on the connection (Bedrock API keys) the
-request carries ``Authorization: Bearer``; otherwise it asks the transport for SigV4
-with the connection's region, or the region named by a standard runtime host.
-Errors are typed by the ``x-amzn-errortype`` header (or a ``__type`` field).
+Errors are typed by the ``x-amzn-errortype`` header (or a ``__type`` field); InvokeModel
+answers its errors the same way as Converse (``{"message": …}`` and that header).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from urllib.parse import quote, urlsplit
 
 import msgspec
 from msgspec import Raw, Struct
 
 from sluice.core.connection import Target
-from sluice.core.upstream_request import AwsSigning, UpstreamRequest
+from sluice.core.upstream_request import UpstreamRequest
 from sluice.errors import ApiError, UpstreamError
 from sluice.ids import IdFactory
 from sluice.providers.base import AdapterBase, ParsedCompletion
+from sluice.providers.bedrock.embeddings import BedrockEmbeddings
+from sluice.providers.bedrock.endpoint import model_request
 from sluice.providers.bedrock.mapping import (
     Usage,
     bedrock_error,
@@ -41,9 +39,7 @@ from sluice.wire.chunks import (
 )
 from sluice.wire.conversation import RedactedThinkingBlock, ThinkingBlock, ThinkingBlocks
 
-SIGNING_SERVICE = "bedrock"
 EVENTSTREAM = "application/vnd.amazon.eventstream"
-_RUNTIME_HOST = re.compile(r"^bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com$")
 
 # --- the Converse response (decode only) ------------------------------------------------
 
@@ -144,46 +140,19 @@ def parse_bedrock_error(status: int, headers: Mapping[str, str], body: bytes) ->
     return bedrock_error(error_type, status, message, retry_after_seconds(headers))
 
 
-def signing_region(target: Target) -> str:
-    conn = target.connection
-    if conn.region:
-        return conn.region
-    found = _RUNTIME_HOST.match(urlsplit(conn.base_url).hostname or "")
-    if found is None:
-        raise UpstreamError(
-            f"Connection {conn.id!r} needs a region to sign Bedrock requests.",
-            code="upstream_misconfigured",
-        )
-    return found.group(1)
-
-
-class BedrockAdapter(AdapterBase):
+class BedrockAdapter(AdapterBase, BedrockEmbeddings):
     """``aws-bedrock`` connections: the Converse API of Bedrock Runtime."""
 
     def build_request(self, req: ChatRequest, target: Target) -> UpstreamRequest:
-        conn = target.connection
         body = converse_body(req, target.native_model)
         action = "converse-stream" if req.is_stream else "converse"
-        model = quote(target.native_model, safe="")
         headers = {"content-type": "application/json"}
         if req.is_stream:
             headers["accept"] = EVENTSTREAM
             headers["accept-encoding"] = "identity"
         else:
             headers["accept"] = "application/json"
-        signing = None
-        if conn.api_key is not None:
-            headers["authorization"] = "Bearer " + conn.api_key.reveal()
-        else:
-            signing = AwsSigning(service=SIGNING_SERVICE, region=signing_region(target))
-        return UpstreamRequest(
-            method="POST",
-            url=f"{conn.base_url.rstrip('/')}/model/{model}/{action}",
-            headers=headers,
-            body=body,
-            stream=req.is_stream,
-            aws_sigv4=signing,
-        )
+        return model_request(target, action, headers, body, stream=req.is_stream)
 
     def parse_response(
         self, status: int, headers: Mapping[str, str], body: bytes

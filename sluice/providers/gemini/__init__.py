@@ -3,19 +3,21 @@
 ``POST {base}/v1beta/models/{model}:streamGenerateContent?alt=sse`` (or
 ``:generateContent``) with the key in ``x-goog-api-key``, never in the URL. A native
 model containing ``/`` is a full resource name (``tunedModels/x``) and is used as is.
-The package splits by concern: :mod:`.wire` (the upstream format), :mod:`.request`,
-:mod:`.response` (stream translator and whole answers), :mod:`.errors`.
+The package splits by concern: :mod:`.wire` (the upstream format), :mod:`.endpoint`
+(URL and key), :mod:`.request`, :mod:`.response` (stream translator and whole
+answers), :mod:`.errors`, :mod:`.embeddings` (``batchEmbedContents``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from urllib.parse import quote
 
 from sluice.core.connection import Target
 from sluice.core.upstream_request import UpstreamRequest
 from sluice.errors import ApiError
 from sluice.providers.base import AdapterBase, ParsedCompletion
+from sluice.providers.gemini.embeddings import GeminiEmbeddings
+from sluice.providers.gemini.endpoint import api_headers, method_url
 from sluice.providers.gemini.errors import parse_gemini_error
 from sluice.providers.gemini.request import gemini_body
 from sluice.providers.gemini.response import GeminiStreamTranslator, parse_gemini_completion
@@ -25,27 +27,19 @@ from sluice.wire.chat import ChatRequest
 __all__ = ("GeminiAdapter", "GeminiStreamTranslator")
 
 
-def model_path(native_model: str) -> str:
-    """``models/<id>`` for a plain model id, a resource name as given; each segment quoted."""
-    name = native_model if "/" in native_model else "models/" + native_model
-    return "/".join(quote(segment, safe="") for segment in name.split("/"))
-
-
-class GeminiAdapter(AdapterBase):
+class GeminiAdapter(AdapterBase, GeminiEmbeddings):
     """``gemini`` connections."""
 
     def build_request(self, req: ChatRequest, target: Target) -> UpstreamRequest:
         conn = target.connection
         method = "streamGenerateContent?alt=sse" if req.is_stream else "generateContent"
-        headers = {"content-type": "application/json"}
+        headers = api_headers(conn)
         if req.is_stream:
             headers["accept"] = "text/event-stream"
             headers["accept-encoding"] = "identity"
-        if conn.api_key is not None:
-            headers["x-goog-api-key"] = conn.api_key.reveal()
         return UpstreamRequest(
             method="POST",
-            url=f"{conn.base_url.rstrip('/')}/v1beta/{model_path(target.native_model)}:{method}",
+            url=method_url(conn, target.native_model, method),
             headers=headers,
             body=ENCODER.encode(gemini_body(req)),
             stream=req.is_stream,
