@@ -17,9 +17,9 @@ from types import MappingProxyType
 import msgspec
 
 from sluice.errors import InvalidRequestError
+from sluice.routing.catalog import CatalogModel
 from sluice.routing.plan import Attempt, Plan
 from sluice.wire.chat import CHAT_WIRE, ChatRequest, NativeFields, ResponseFormat
-from sluice.wire.chunks import ModelCapabilities
 from sluice.wire.conversation import ImagePart, ToolMessage, UserMessage
 
 NEEDS = MappingProxyType(
@@ -75,28 +75,24 @@ def capable_plan(plan: Plan, needs: Collection[str], extra: Collection[str] = ()
     return msgspec.structs.replace(plan, attempts=kept)
 
 
-def lacking(caps: ModelCapabilities, needs: Collection[str]) -> str | None:
-    """The first of ``needs`` the model declares it cannot do."""
-    return next((need for need in NEEDS if need in needs and _declared(caps, need) is False), None)
-
-
-def _declared(caps: ModelCapabilities, need: str) -> bool | None:
-    declared: bool | None = getattr(caps, need)
-    if need == "chat" and declared is None and caps.embeddings is True:
-        return False  # an embeddings model is no chat model unless it says so
-    return declared
+def lacking(model: CatalogModel, needs: Collection[str]) -> str | None:
+    """The first of ``needs`` (in :data:`NEEDS` order) the model declares it cannot do."""
+    declined = model.lacks.intersection(needs)
+    if not declined:
+        return None
+    return next(need for need in NEEDS if need in declined)
 
 
 def _serves(attempt: Attempt, needs: Collection[str], extra: Collection[str]) -> bool:
+    if lacking(attempt.model, needs) is not None:
+        return False
     allowed = attempt.target.connection.allow_extra_fields
-    return lacking(attempt.model.capabilities, needs) is None and all(
-        name in allowed for name in extra
-    )
+    return not extra or all(name in allowed for name in extra)
 
 
 def _refusal(plan: Plan, needs: Collection[str], extra: Collection[str]) -> InvalidRequestError:
     first = plan.attempts[0]
-    need = lacking(first.model.capabilities, needs)
+    need = lacking(first.model, needs)
     if need is None:
         field = _refused_field(plan, extra)
         return InvalidRequestError(
@@ -124,9 +120,10 @@ def _refused_field(plan: Plan, extra: Collection[str]) -> str:
 
 
 def _has_image(req: ChatRequest) -> bool:
-    return any(
-        isinstance(message, UserMessage | ToolMessage)
-        and isinstance(message.content, list)
-        and any(isinstance(part, ImagePart) for part in message.content)
-        for message in req.messages
-    )
+    for message in req.messages:
+        content = message.content
+        if isinstance(content, list) and isinstance(message, UserMessage | ToolMessage):
+            for part in content:
+                if isinstance(part, ImagePart):
+                    return True
+    return False

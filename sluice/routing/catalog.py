@@ -34,6 +34,8 @@ class CatalogModel(msgspec.Struct, frozen=True):
     capabilities: ModelCapabilities = ModelCapabilities()
     passthrough: bool = False
     """Not in the catalog: an upstream name a pass-through connection serves as is."""
+    lacks: frozenset[str] = frozenset()
+    """The abilities ``capabilities`` declares it has not (:meth:`ModelCapabilities.lacks`)."""
 
     def native_name(self, connection_id: str, provider: str) -> str | None:
         """The upstream's name for this model on a connection, if it serves it."""
@@ -58,6 +60,7 @@ def _entry(model: ModelConfig) -> CatalogModel:
         context_window=model.context_window,
         dimensions=model.dimensions,
         capabilities=model.capabilities,
+        lacks=model.capabilities.lacks(),
     )
 
 

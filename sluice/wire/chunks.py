@@ -169,6 +169,13 @@ class ModelCapabilities(Struct, frozen=True, omit_defaults=True, forbid_unknown_
     reasoning: bool | None = None
     embeddings: bool | None = None
 
+    def lacks(self) -> frozenset[str]:
+        """The abilities declared false (worked out once, when the catalog is built)."""
+        lacking = {name for name in self.__struct_fields__ if getattr(self, name) is False}
+        if self.chat is None and self.embeddings is True:
+            lacking.add("chat")  # an embeddings model is no chat model unless it says so
+        return frozenset(lacking)
+
 
 class ModelEntry(Struct, kw_only=True):
     """One entry of ``GET /v1/models``, and the answer of ``GET /v1/models/{id}``."""

@@ -97,7 +97,8 @@ def test_an_image_in_a_tool_result_needs_vision() -> None:
     ],
 )
 def test_lacking(caps: ModelCapabilities, asked: set[str], missing: str | None) -> None:
-    assert lacking(caps, asked) == missing
+    [model] = Catalog([ModelConfig("m/x", {"demo": "x"}, capabilities=caps)])
+    assert lacking(model, asked) == missing
 
 
 def conn(id_: str, kind: str, *, allow: frozenset[str] = frozenset()) -> ConnectionSettings:
