@@ -341,3 +341,29 @@ async def test_sdk_errors_name_the_field(tmp_path: Path, fake: FakeUpstream) -> 
         with pytest.raises(BadRequestError) as caught:
             await client.embeddings.create(model="test/embed", input=[])
     assert caught.value.code == "invalid_input"
+
+
+def cohere(rec: Recorded) -> Reply:
+    texts = rec.json()["texts"]
+    body = {
+        "id": "emb-1",
+        "response_type": "embeddings_floats",
+        "texts": texts,
+        "embeddings": [vector_of(t) for t in texts],
+    }
+    return Reply.json(body, 200, **{"x-amzn-bedrock-input-token-count": str(2 * len(texts))})
+
+
+@pytest.mark.usefixtures("aws_environment")
+async def test_bedrock_cohere_batches_of_96_are_joined_in_order(tmp_path: Path) -> None:
+    texts = [f"passage {i}" for i in range(200)]
+    config = titan_toml("").replace("amazon.titan-embed-text-v2:0", "cohere.embed-english-v3")
+    async with responding(cohere) as up:
+        config = config.replace('base_url = ""', f'base_url = "{up.root_url}"')
+        async with running_gateway(tmp_path, config) as gw, sdk(gw) as client:
+            got = await client.embeddings.create(
+                model="test/titan", input=texts, encoding_format="float"
+            )
+    assert [d.embedding for d in got.data] == [vector_of(t) for t in texts]
+    assert sorted(len(r.json()["texts"]) for r in up.requests) == [8, 96, 96]
+    assert got.usage.prompt_tokens == 400  # the header's count, summed over the batches
