@@ -44,16 +44,21 @@ from sluice.limits.decision import Ticket as LimitTicket
 from sluice.metering.charges import hold_amount, priced_plan, resolve_rate
 from sluice.routing.attempts import AttemptRecord, TryStarted
 from sluice.routing.capabilities import capable_plan, extra_fields
+from sluice.routing.plan import Planner
 from sluice.storage.base import RequestRecord
 from sluice.wire.chat import ChatRequest
 
 _log = logging.getLogger("sluice.server")
 
 
-def _check_models(req: ChatRequest, policy: KeyPolicy) -> None:
-    """The key's allow-list over every model the request may be served as."""
+def _check_models(req: ChatRequest, policy: KeyPolicy, planner: Planner) -> None:
+    """The key's allow-list over every model the request may be served as: a name it
+    does not list passes when it is an alias of an id it lists."""
     for name in (req.model, *(req.models or ())):
-        if not policy.allows(name):
+        if policy.allows(name):
+            continue
+        meant = planner.means(name)
+        if meant is None or meant == name or not policy.allows(meant):
             raise PermissionDeniedError(
                 f"This API key may not use model '{name}'.",
                 code="model_not_allowed",
@@ -173,7 +178,8 @@ class Exchange:
         to the priced ones) and the credit hold, on the work's estimate and demand, not
         the request's body. Returns the output guardrails that apply."""
         services, principal = self.services, state.principal
-        _check_models(state.req, principal.policy)
+        view = await services.tenants.view(principal.account_id)
+        _check_models(state.req, principal.policy, view.planner)
         subject = token_subject(services, principal, self.counted)
         if subject is not None:
             estimate = work.prompt_estimate(state.req)
@@ -186,7 +192,6 @@ class Exchange:
             )
         req = state.req
         demand = work.demand(req)
-        view = await services.tenants.view(principal.account_id)
         state.prices = view.prices
         plan = view.planner.plan(req.model, req.models or ()).within(principal.policy.allows)
         plan = capable_plan(plan, work.needs(req), extra_fields(req))

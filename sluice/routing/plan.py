@@ -18,7 +18,7 @@ import msgspec
 
 from sluice.config import RouteConfig
 from sluice.core.connection import ConnectionSettings, Target
-from sluice.errors import ConfigError
+from sluice.errors import ApiError, ConfigError
 from sluice.routing.catalog import Catalog, CatalogModel
 from sluice.routing.names import ModelNames, served_name
 
@@ -90,6 +90,16 @@ class Planner:
 
     def servable(self, model: CatalogModel) -> bool:
         return self._names.servable(model)
+
+    def means(self, name: str) -> str | None:
+        """The catalog id a model name stands for (itself for an id or a route, the id
+        an alias names); None when it names nothing, or several."""
+        if name in self._routes:
+            return name
+        try:
+            return self._names.resolve(name, "model").id
+        except ApiError:
+            return None
 
     def plan(self, model: str, extra_models: Sequence[str] = ()) -> Plan:
         """The attempts for a model id, alias, pass-through id or route, and the

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openai import AsyncOpenAI, BadRequestError, NotFoundError
+from openai import AsyncOpenAI, BadRequestError, NotFoundError, PermissionDeniedError
 from openai.types.chat import ChatCompletionMessageParam
 
 from sluice.core.principal import KeyPolicy
@@ -229,3 +229,19 @@ async def test_a_passthrough_connection_serves_any_name_unpriced(
         "vllm",
         None,
     )
+
+
+async def test_a_key_allowed_an_id_may_ask_for_it_by_its_alias(tmp_path: Path) -> None:
+    policy = KeyPolicy(models=("sluice/demo",))
+    async with running_gateway(tmp_path) as gw:
+        key = await metered_key(gw.gateway.store, "team", 10**9, policy)
+        async with AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=key, max_retries=0) as c:
+            by_alias = await c.chat.completions.create(
+                model="demo", messages=[{"role": "user", "content": "hi"}], max_tokens=3
+            )
+            with pytest.raises(PermissionDeniedError) as refused:
+                await c.chat.completions.create(
+                    model="demo-fast", messages=[{"role": "user", "content": "hi"}]
+                )
+    assert by_alias.model == "sluice/demo"
+    assert refused.value.code == "model_not_allowed"
