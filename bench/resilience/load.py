@@ -202,7 +202,7 @@ async def slowloris(ctx: Context) -> list[Row]:
     when cut) while 4 clients send small requests; calm and attacked phases alternate.
     Each attacking connection must be answered 408 and cut at header_timeout."""
     n = ctx.n(220, 220)
-    rounds = ctx.n(2, 6)  # calm and attacked phases alternate: noise hits both
+    rounds = ctx.n(3, 6)  # calm and attacked phases alternate: noise hits both
     calm, attacked = tier_seconds(ctx, 1.0, 3.0), tier_seconds(ctx, 2.5, 5.0)
     rng = random.Random(ctx.seed)
     sink = SinkUpstream()
