@@ -1,4 +1,4 @@
-"""One embeddings request and its answer, provider-neutral (docs/api.md#embeddings).
+"""One embeddings request and its answer, provider-neutral (docs/embeddings.md).
 
 The inputs are texts or token arrays, never both; an adapter that can embed
 (:class:`~sluice.providers.base.EmbedsText`) splits them into its provider's batches,

@@ -1,5 +1,5 @@
 """``POST /v1/embeddings``: the OpenAI embeddings wire decoded into the provider-neutral
-:class:`~sluice.core.embedding.EmbedCall` (docs/api.md#embeddings).
+:class:`~sluice.core.embedding.EmbedCall` (docs/embeddings.md).
 
 ``input`` is checked whole: never empty, no empty string or token array, one kind only,
 within the gateway's maximum (``[server] max_embedding_inputs``). The exchange admits

@@ -3,16 +3,33 @@ vectors an answer holds, and the refusals of inputs a provider cannot take."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
+from sluice.core.upstream_request import UpstreamRequest
 from sluice.core.usage import reported_count
 from sluice.errors import InvalidRequestError
+from sluice.providers.base import EmbedBatch
 from sluice.providers.errors import malformed_response
 
 
 def spans(total: int, limit: int) -> list[tuple[int, int]]:
     """``(start, count)`` of each batch covering ``total`` inputs, ``limit`` at most each."""
     return [(start, min(limit, total - start)) for start in range(0, total, limit)]
+
+
+def posted_batches(
+    url: str,
+    headers: Mapping[str, str],
+    total: int,
+    limit: int,
+    body: Callable[[int, int], bytes],
+) -> list[EmbedBatch]:
+    """One JSON ``POST`` to ``url`` per ``limit`` inputs of ``total``, its body
+    ``body(start, count)``; each with its own copy of ``headers`` (a try adds to them)."""
+    return [
+        EmbedBatch(UpstreamRequest("POST", url, dict(headers), body(start, n), False), start, n)
+        for start, n in spans(total, limit)
+    ]
 
 
 def checked_vectors(vectors: list[list[float]], count: int) -> list[list[float]]:

@@ -19,10 +19,9 @@ from msgspec import UNSET, Struct, UnsetType
 
 from sluice.core.connection import Target
 from sluice.core.embedding import EmbedCall, Embedded
-from sluice.core.upstream_request import UpstreamRequest
 from sluice.core.usage import reported_count
 from sluice.providers.base import EmbedBatch, EmbedsText
-from sluice.providers.embedding_parts import checked_vectors, spans
+from sluice.providers.embedding_parts import checked_vectors, posted_batches
 from sluice.providers.errors import malformed_response
 from sluice.providers.openai_request import openai_headers, openai_url
 
@@ -110,22 +109,13 @@ class OpenAIEmbeddings(EmbedsText):
     embed_concurrency = 4
 
     def embed_batches(self, call: EmbedCall, target: Target) -> list[EmbedBatch]:
-        conn = target.connection
+        conn, model = target.connection, target.native_model
+
+        def body(start: int, n: int) -> bytes:
+            return _ENCODER.encode(embeddings_body(call, model, start, n))
+
         url = openai_url(conn, "/embeddings")
-        return [
-            EmbedBatch(
-                UpstreamRequest(
-                    method="POST",
-                    url=url,
-                    headers=openai_headers(conn),
-                    body=_ENCODER.encode(embeddings_body(call, target.native_model, start, n)),
-                    stream=False,
-                ),
-                start,
-                n,
-            )
-            for start, n in spans(call.count, MAX_INPUTS)
-        ]
+        return posted_batches(url, openai_headers(conn), call.count, MAX_INPUTS, body)
 
     def parse_embeddings(
         self, headers: Mapping[str, str], body: bytes, batch: EmbedBatch

@@ -8,6 +8,7 @@ from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from sluice.core.principal import Principal
 from sluice.errors import ApiError, BudgetExceededError
 from sluice.exchange.exchange import Exchange
 from sluice.exchange.ports import FrontDoor, Remembering
@@ -45,11 +46,7 @@ async def serve_door(
     body is decoded."""
     services = gw.services  # this request's, to its end, whatever a reload swaps in
     assert call.principal is not None
-    if services.meter.out_of_credits(call.principal):
-        raise BudgetExceededError(
-            "The account has no credits left; add credits to make requests.",
-            code="insufficient_credits",
-        )
+    refuse_empty_account(services, call.principal)
     body, headers = call.request.body, call.request.headers
     req = await gw.decoded(partial(door.decode, body, headers, services.max_json_depth), body)
     call.request.body = b""  # decoded: the raw bytes need not live as long as the request
@@ -70,6 +67,15 @@ async def serve_door(
         created=call.created,
         started=call.started,
     )
+
+
+def refuse_empty_account(services: Services, principal: Principal) -> None:
+    """An account found empty is refused before its body is decoded (402)."""
+    if services.meter.out_of_credits(principal):
+        raise BudgetExceededError(
+            "The account has no credits left; add credits to make requests.",
+            code="insufficient_credits",
+        )
 
 
 def log_unread_refusal(services: Services, call: Call, err: ApiError, duration: float) -> None:

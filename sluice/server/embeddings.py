@@ -1,4 +1,4 @@
-"""``POST /v1/embeddings`` (docs/api.md#embeddings): decoded by its door, then run by an
+"""``POST /v1/embeddings`` (docs/embeddings.md): decoded by its door, then run by an
 exchange like every metered call (admit → run → settle), its work the
 :class:`~sluice.exchange.embedding.Embed`."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
-from sluice.errors import BudgetExceededError
 from sluice.exchange.embedding import Embed
 from sluice.exchange.exchange import Exchange
 from sluice.frontdoors.embeddings import (
@@ -17,6 +16,7 @@ from sluice.frontdoors.embeddings import (
     embedding_carrier,
 )
 from sluice.server.call import Call
+from sluice.server.doors import refuse_empty_account
 
 if TYPE_CHECKING:
     from sluice.server.context import GatewayContext
@@ -28,11 +28,7 @@ async def embeddings(door: EmbeddingsDoor, gw: GatewayContext, call: Call) -> No
     services = gw.services
     principal = call.principal
     assert principal is not None
-    if services.meter.out_of_credits(principal):
-        raise BudgetExceededError(
-            "The account has no credits left; add credits to make requests.",
-            code="insufficient_credits",
-        )
+    refuse_empty_account(services, principal)
     body = call.request.body
     req = await gw.decoded(partial(decode_embedding, body, services.max_json_depth), body)
     call.request.body = b""

@@ -1,4 +1,4 @@
-"""``POST /v1/embeddings``: the OpenAI embeddings wire (docs/api.md#embeddings).
+"""``POST /v1/embeddings``: the OpenAI embeddings wire (docs/embeddings.md).
 
 ``input`` is one string, a list of strings, one token array or a list of token arrays
 (checked whole by the door, :mod:`sluice.frontdoors.embeddings`). The answer's vectors

@@ -16,10 +16,13 @@ from msgspec import UNSET, Struct, UnsetType
 
 from sluice.core.connection import Target
 from sluice.core.embedding import EmbedCall, Embedded
-from sluice.core.upstream_request import UpstreamRequest
 from sluice.core.usage import reported_count
 from sluice.providers.base import EmbedBatch, EmbedsText
-from sluice.providers.embedding_parts import checked_vectors, spans, token_input_refused
+from sluice.providers.embedding_parts import (
+    checked_vectors,
+    posted_batches,
+    token_input_refused,
+)
 from sluice.providers.errors import malformed_response
 from sluice.providers.gemini.endpoint import api_headers, method_url, resource_name
 
@@ -97,24 +100,13 @@ class GeminiEmbeddings(EmbedsText):
     def embed_batches(self, call: EmbedCall, target: Target) -> list[EmbedBatch]:
         if call.tokens:
             raise token_input_refused("Gemini")
-        conn = target.connection
-        url = method_url(conn, target.native_model, "batchEmbedContents")
-        return [
-            EmbedBatch(
-                UpstreamRequest(
-                    method="POST",
-                    url=url,
-                    headers=api_headers(conn),
-                    body=batch_body(
-                        call.texts[start : start + n], target.native_model, call.dimensions
-                    ),
-                    stream=False,
-                ),
-                start,
-                n,
-            )
-            for start, n in spans(call.count, MAX_REQUESTS)
-        ]
+        conn, model = target.connection, target.native_model
+
+        def body(start: int, n: int) -> bytes:
+            return batch_body(call.texts[start : start + n], model, call.dimensions)
+
+        url = method_url(conn, model, "batchEmbedContents")
+        return posted_batches(url, api_headers(conn), call.count, MAX_REQUESTS, body)
 
     def parse_embeddings(
         self, headers: Mapping[str, str], body: bytes, batch: EmbedBatch
