@@ -16,6 +16,7 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 
 from sluice.core.connection import Timeouts
+from sluice.core.durations import duration_seconds
 from sluice.core.usage import Price
 from sluice.errors import ConfigError
 from sluice.wire.bounds import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_JSON_DEPTH
@@ -280,20 +281,13 @@ class MeteringConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     hold_ttl: Annotated[float, msgspec.Meta(gt=0)] = 3600.0
     """Seconds a credit hold lives; a crashed process's holds are reclaimed after it."""
     reclaim_interval: Annotated[float, msgspec.Meta(gt=0)] = 30.0
-
-
-_DURATION = re.compile(r"([0-9]{1,9})([smhdw])|0")
-_UNITS = "smhdw"
-_UNIT_SECONDS = (1, 60, 3600, 86_400, 604_800)
-
-
-def duration_seconds(text: str) -> int:
-    """``"30d"``, ``"12h"``, ``"90m"``, ``"3600s"``, ``"2w"`` (a whole number and one
-    unit) in seconds; ``"0"`` is 0. ValueError for anything else."""
-    found = _DURATION.fullmatch(text)
-    if found is None:
-        raise ValueError(text)
-    return 0 if found[1] is None else int(found[1]) * _UNIT_SECONDS[_UNITS.index(found[2])]
+    reserve: bool = True
+    """Holds of keys without a budget come from a per-process reservation of the
+    account's credits, decided in memory (docs/metering.md#credit-reservations)."""
+    reserve_idle: Annotated[float, msgspec.Meta(gt=0)] = 1.0
+    """Seconds a reservation's unused part stays reserved after its last hold."""
+    reserve_most: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 64
+    """The most holds one reservation grows by at once, in holds of the request's size."""
 
 
 class StorageConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

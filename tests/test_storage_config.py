@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.config import StorageConfig, duration_seconds, parse_config
+from sluice.config import StorageConfig, parse_config
+from sluice.core.durations import duration_seconds
 from sluice.errors import ConfigError
 
 

@@ -47,7 +47,10 @@ def _kill_config(home: Path, fake: FakeUpstream, reclaim_interval: float) -> str
     return (
         storage_toml(home)
         + "[server]\nsse_keepalive_interval = 0\n"
+        # one stored hold per request, whose fate the row reads (a killed process's
+        # reservation is tests/server/test_money.py's)
         + f"[metering]\nhold_ttl = {HOLD_TTL}\nreclaim_interval = {reclaim_interval}\n"
+        + "reserve = false\n"
         + openai_connection_toml(fake.base_url)
     )
 

@@ -89,6 +89,11 @@ async def _race_once(
     admitted = statuses.count(200)
     await asyncio.sleep(0.3)  # settlements are written behind
     account = await store.get_account(f"race{n}")
+    for _ in range(30):  # each process's credit reservation is given back once idle
+        if account is None or account.open_holds == 0:
+            break
+        await asyncio.sleep(0.1)
+        account = await store.get_account(f"race{n}")
     clean = (
         account is not None
         and account.balance >= 0

@@ -1,8 +1,10 @@
 """Credit holds before the upstream call, settlement after it
 (docs/api.md#credits-and-cancellation).
 
-The hold is the one storage round trip on a metered request's way in (it must gate the
-upstream call); the settlement is queued on the write-behind queue and never delays
+A hold gates the upstream call. A key without a budget (nor its account) holds from
+this process's reservation of the account's credits, in memory (:mod:`.escrow`); a
+budgeted one places its hold in storage, one round trip, as the budget must see every
+process's holds. The settlement is queued on the write-behind queue and never delays
 the stream. Unmetered accounts (the development account) are not held or charged.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import NoReturn
 
 import msgspec
 
@@ -17,6 +20,7 @@ from sluice.core.money import usd_from_nano
 from sluice.core.principal import Allowance, Principal, period_start
 from sluice.errors import BudgetExceededError
 from sluice.ids import IdFactory
+from sluice.metering.escrow import Escrow, Reservation
 from sluice.storage.base import HoldRequest, Settlement, Store
 from sluice.storage.budgets import Budget
 from sluice.storage.writer import WriteBehind
@@ -34,6 +38,9 @@ class Ticket(msgspec.Struct, frozen=True):
     key_id: str
     request_id: str
     amount: int
+    reservation: Reservation | None = None
+    """Where the hold came from, when it was decided in memory."""
+    held_at: int = 0
 
     def capped(self, charge: int) -> int:
         """A charge is never below zero nor above its hold, so no balance goes below
@@ -57,9 +64,11 @@ class Meter:
         new_id: IdFactory,
         wall_clock: Callable[[], float],
         hold_ttl: float,
+        escrow: Escrow | None = None,
     ) -> None:
         self._store = store
         self._writer = writer
+        self._escrow = escrow
         self._new_id = new_id
         self._wall_clock = wall_clock
         self._hold_ttl = hold_ttl
@@ -74,6 +83,14 @@ class Meter:
         if not principal.metered:
             return None
         now = int(self._wall_clock())
+        key_budget = budget_of(principal.policy, now)
+        account_budget = budget_of(principal.account_policy, now)
+        if self._escrow is not None and key_budget is None and account_budget is None:
+            reservation = await self._escrow.take(principal.account_id, amount)
+            if reservation is None:
+                await self._short(principal, amount, capped)
+            ids = (self._new_id("hold"), principal.account_id, principal.key_id, request_id)
+            return Ticket(*ids, amount, reservation, now)
         hold = HoldRequest(
             hold_id=self._new_id("hold"),
             account_id=principal.account_id,
@@ -82,8 +99,8 @@ class Meter:
             amount=amount,
             now=now,
             expires_at=now + int(self._hold_ttl),
-            key_budget=budget_of(principal.policy, now),
-            account_budget=budget_of(principal.account_policy, now),
+            key_budget=key_budget,
+            account_budget=account_budget,
         )
         ticket = Ticket(hold.hold_id, hold.account_id, hold.key_id, request_id, amount)
         placing = asyncio.ensure_future(self._store.place_hold(hold))
@@ -95,14 +112,31 @@ class Meter:
             placing.add_done_callback(lambda done: self._release_if_placed(done, ticket))
             raise
         if not placed:
-            await self._note_short(principal)
-            assumed = "with its max_tokens" if capped else "with the model's longest answer"
-            raise BudgetExceededError(
-                f"The account's available credits do not cover this request "
-                f"(up to ${usd_from_nano(amount):.6f} {assumed}; a lower max_tokens holds less).",
-                code="insufficient_credits",
-            )
+            await self._short(principal, amount, capped)
         return ticket
+
+    async def _short(self, principal: Principal, amount: int, capped: bool) -> NoReturn:
+        await self._note_short(principal)
+        assumed = "with its max_tokens" if capped else "with the model's longest answer"
+        raise BudgetExceededError(
+            f"The account's available credits do not cover this request "
+            f"(up to ${usd_from_nano(amount):.6f} {assumed}; a lower max_tokens holds less).",
+            code="insufficient_credits",
+        )
+
+    def start(self) -> None:
+        if self._escrow is not None:
+            self._escrow.start()
+
+    async def give_back(self) -> None:
+        """Reserved credits not in use go back to their accounts now (:mod:`.escrow`)."""
+        if self._escrow is not None:
+            await self._escrow.give_back()
+
+    async def close(self) -> None:
+        """Give the reservations back (after the write-behind drained)."""
+        if self._escrow is not None:
+            await self._escrow.close()
 
     def out_of_credits(self, principal: Principal) -> bool:
         """The caller's account had nothing left when a hold last failed, under
@@ -132,15 +166,22 @@ class Meter:
     def settle(self, ticket: Ticket, charge: int, served: tuple[str, str] | None = None) -> None:
         """Queue the charge; ``served``: the model and provider that answered, if any."""
         model, provider = served or (None, None)
+        charged = ticket.capped(charge)
+        r = ticket.reservation
+        if r is not None and self._escrow is not None:
+            self._escrow.settle(r, ticket.amount, charged)
         self._writer.settle(
             Settlement(
                 hold_id=ticket.hold_id,
                 account_id=ticket.account_id,
                 key_id=ticket.key_id,
                 request_id=ticket.request_id,
-                charge=ticket.capped(charge),
+                charge=charged,
                 now=int(self._wall_clock()),
                 model=model,
                 provider=provider,
+                reservation=None if r is None else r.hold_id,
+                held=ticket.amount,
+                held_at=ticket.held_at,
             )
         )

@@ -159,6 +159,7 @@ class Gateway:
     async def start(self) -> None:
         await self.transport.start()
         self.services.log.start()
+        self.services.meter.start()
 
     def stop_draining(self) -> None:
         """Shutting down: a client leaving from now on cancels its upstream call."""
@@ -171,6 +172,7 @@ class Gateway:
         await self.transport.close()
         await services.limiter.close()
         await services.log.close()
+        await services.meter.close()  # the reservations, once every settlement is written
         await services.telemetry.close()  # the spans still queued are exported
         self._decoding.shutdown(wait=False, cancel_futures=True)
 

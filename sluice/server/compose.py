@@ -27,6 +27,7 @@ from sluice.ids import IdFactory, random_id
 from sluice.limits.base import Limiter
 from sluice.limits.stores.memory import MemoryLimiter
 from sluice.limits.stores.redis import RedisLimiter
+from sluice.metering.escrow import Escrow
 from sluice.metering.meter import Meter
 from sluice.providers.registry import AdapterRegistry
 from sluice.routing.breaker import Breaker
@@ -77,9 +78,26 @@ class _Lasting:
         self.breaker = Breaker(
             routing.breaker_failures, routing.breaker_cooldown, routing.max_retry_after
         )
-        self.log = WriteBehind.configured(store, wall_clock, metering, settings.storage)
+        escrow = None
+        if metering.reserve:
+            escrow = Escrow(
+                store,
+                new_id=new_id,
+                wall_clock=wall_clock,
+                clock=clock,
+                hold_ttl=metering.hold_ttl,
+                idle=metering.reserve_idle,
+                most=metering.reserve_most,
+            )
+        settled = None if escrow is None else escrow.written
+        self.log = WriteBehind.configured(store, wall_clock, metering, settings.storage, settled)
         self.meter = Meter(
-            store, self.log, new_id=new_id, wall_clock=wall_clock, hold_ttl=metering.hold_ttl
+            store,
+            self.log,
+            new_id=new_id,
+            wall_clock=wall_clock,
+            hold_ttl=metering.hold_ttl,
+            escrow=escrow,
         )
         self.limiter = _limiter(settings, clock)
         self.metrics = Metrics(self.breaker, clock, frozenset())

@@ -37,6 +37,7 @@ from sluice.storage.request_log import MAX_EXAMINED
 from sluice.storage.request_log import REQUEST_STATUSES as REQUEST_STATUSES  # noqa: PLC0414
 from sluice.storage.request_log import RequestFilters as RequestFilters  # noqa: PLC0414
 from sluice.storage.request_log import RequestPosition as RequestPosition  # noqa: PLC0414
+from sluice.storage.reserves import ReserveStore
 from sluice.storage.responses import ResponseStore
 from sluice.storage.spend import SpendAfter, SpendBy, SpendFilters, SpendGroup, SpendTotal
 from sluice.storage.tenants import TenantStore
@@ -119,6 +120,12 @@ class Settlement(msgspec.Struct, frozen=True):
     model: str | None = None
     """The model that served the request and its provider, for spend reports."""
     provider: str | None = None
+    reservation: str | None = None
+    """The reservation the hold came from (:mod:`~.reserves`): the hold was never
+    stored; it is written closed, ``held`` placed at ``held_at``, and the charge is
+    drawn from the reservation."""
+    held: int = 0
+    held_at: int = 0
 
 
 class RequestRecord(msgspec.Struct, kw_only=True):
@@ -180,9 +187,9 @@ KeyPosition = tuple[int, str]
 """Where a key listing stopped: the last key's ``(created_at, id)``."""
 
 
-class Store(TenantStore, ResponseStore, Protocol):
-    """Everything the gateway keeps; the roles apart are :class:`~.tenants.TenantStore`
-    and :class:`~.responses.ResponseStore`."""
+class Store(TenantStore, ResponseStore, ReserveStore, Protocol):
+    """Everything the gateway keeps; the roles apart are :class:`~.tenants.TenantStore`,
+    :class:`~.responses.ResponseStore` and :class:`~.reserves.ReserveStore`."""
 
     async def migrate(self) -> None: ...
 

@@ -38,8 +38,12 @@ class WriteBehind:
         interval: float = 0.05,
         reclaim_every: float = 30.0,
         retention: Retention | None = None,
+        settled: Callable[[list[Settlement]], None] | None = None,
     ) -> None:
+        """``settled``: told of each batch of settlements once it is written (or given
+        up on)."""
         self._store = store
+        self._settled = settled
         self._wall_clock = wall_clock
         self._interval = interval
         self._reclaim_every = reclaim_every
@@ -63,11 +67,13 @@ class WriteBehind:
         wall_clock: Callable[[], float],
         metering: MeteringConfig,
         storage: StorageConfig,
+        settled: Callable[[list[Settlement]], None] | None = None,
     ) -> WriteBehind:
         """As ``[metering] reclaim_interval`` and ``[storage] request_log_retention`` and
         ``request_log_max_rows`` say."""
         retention = Retention.from_config(storage)
-        return cls(store, wall_clock, reclaim_every=metering.reclaim_interval, retention=retention)
+        every = metering.reclaim_interval
+        return cls(store, wall_clock, reclaim_every=every, retention=retention, settled=settled)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -150,6 +156,8 @@ class WriteBehind:
             kept, self._kept = self._kept, []
             if settlements:
                 await self._write("settlements", self._store.settle, settlements)
+                if self._settled is not None:
+                    self._settled(settlements)
             if records:
                 await self._write("request log", self._store.write_requests, records)
                 self._pending_ids.difference_update(r.id for r in records)

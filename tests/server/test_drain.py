@@ -13,9 +13,9 @@ from sluice.core.usage import Price, TokenUsage
 from sluice.metering.charges import nano_from_pico
 from sluice.metering.pricing import cost_pico
 from sluice.server.lifecycle import RunningGateway
+from sluice.storage.base import RequestFilters
 from sluice.storage.factory import open_store
-from sluice.storage.sqlite import SqliteStore
-from tests.support.accounts import metered_key
+from tests.support.accounts import metered_key, settled
 from tests.support.fake_openai import DONE, chunk, completion
 from tests.support.fake_upstream import FakeUpstream, Pause, Reply, Step
 from tests.support.gateway import openai_connection_toml, running_gateway
@@ -65,7 +65,7 @@ async def leave_after(gw: RunningGateway, key: str, pieces: int) -> str:
 async def logged(gw: RunningGateway, request_id: str, account_id: str) -> dict[str, Any]:
     async with asyncio.timeout(10):
         while True:
-            await gw.gateway.writer.flush()
+            await settled(gw.gateway)
             row = await gw.gateway.store.get_request(request_id, account_id)
             if row is not None:
                 return {f: getattr(row, f) for f in row.__struct_fields__}
@@ -143,18 +143,15 @@ async def test_shutdown_cuts_a_drain_short_and_still_settles_it(
 
 
 async def leave_while_waiting(gw: RunningGateway, fake: FakeUpstream, key: str) -> str:
-    """Send a non-streamed request, hang up once the upstream has it; its request id."""
+    """Send a non-streamed request, hang up once the upstream has it; its request id
+    (read from the request log once the request is settled)."""
     client = await RawClient.connect(gw.host, gw.port)
     await client.send(post("/v1/chat/completions", NON_STREAM, key))
     async with asyncio.timeout(5):
         while not fake.requests:
             await asyncio.sleep(0.01)
     await client.close()
-    store = gw.gateway.store
-    assert isinstance(store, SqliteStore)
-    row = await store.one("SELECT request_id FROM holds")  # the hold came before the call
-    assert row is not None
-    return str(row[0])
+    return await only_request_id(gw)
 
 
 NON_STREAM = json.dumps({**json.loads(BODY), "stream": False}).encode()
@@ -216,7 +213,8 @@ async def test_a_stream_cut_by_shutdown_is_settled_not_drained(
     try:
         account = await store.get_account("team")
         request_rows = await store.reconcile()
-        row = await store.get_request(await only_request_id(store), team)
+        (logged_row,) = await store.list_requests(RequestFilters(), 2, None)
+        row = await store.get_request(logged_row.id, team)
     finally:
         await store.close()
     assert account is not None and (account.held, account.open_holds) == (0, 0)
@@ -231,11 +229,16 @@ async def test_a_stream_cut_by_shutdown_is_settled_not_drained(
     await asyncio.wait_for(fake.hung_up.wait(), 2)
 
 
-async def only_request_id(store: object) -> str:
-    assert isinstance(store, SqliteStore)
-    row = await store.one("SELECT request_id FROM holds")
-    assert row is not None
-    return str(row[0])
+async def only_request_id(gw: RunningGateway) -> str:
+    """The one request's id, once its request-log row is written."""
+    async with asyncio.timeout(10):
+        while True:
+            await settled(gw.gateway)
+            rows = await gw.gateway.store.list_requests(RequestFilters(), 2, None)
+            if rows:
+                assert len(rows) == 1
+                return rows[0].id
+            await asyncio.sleep(0.02)
 
 
 def two_connection_route(drained: str, other: str) -> str:
@@ -289,7 +292,7 @@ async def test_a_drained_call_that_fails_does_not_fail_over_for_nobody(tmp_path:
                 while not drained.requests:
                     await asyncio.sleep(0.01)
             await client.close()
-            request_id = await only_request_id(gw.gateway.store)
+            request_id = await only_request_id(gw)
             row = await logged(gw, request_id, await account_id(gw, "team"))
             account = await gw.gateway.store.get_account("team")
     finally:

@@ -18,7 +18,7 @@ from sluice.core.usage import Price, TokenUsage
 from sluice.metering.charges import nano_from_pico
 from sluice.metering.pricing import cost_pico
 from sluice.server.lifecycle import RunningGateway
-from tests.support.accounts import metered_key
+from tests.support.accounts import metered_key, settled
 from tests.support.fake_upstream import FakeUpstream, Recorded, Reply, responding
 from tests.support.gateway import running_gateway
 from tests.support.raw_http import exchange, get, post
@@ -78,7 +78,7 @@ def embed(doc: dict[str, Any], key: str) -> bytes:
 
 
 async def balance(gw: RunningGateway, name: str) -> tuple[int, int]:
-    await gw.gateway.writer.flush()
+    await settled(gw.gateway)
     account = await gw.gateway.store.get_account(name)
     assert account is not None
     return account.balance, account.held

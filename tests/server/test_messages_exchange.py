@@ -17,7 +17,7 @@ from anthropic import AsyncAnthropic
 from sluice.server.lifecycle import RunningGateway
 from tests.server.test_cancellation import slow_stream
 from tests.server.test_guardrails import KEY, NO_KEYS, THREE_CHUNKS, rail
-from tests.support.accounts import metered_key
+from tests.support.accounts import metered_key, settled
 from tests.support.fake_openai import text_stream
 from tests.support.fake_upstream import FakeUpstream, Pause, Reply
 from tests.support.gateway import openai_connection_toml, running_gateway
@@ -41,7 +41,7 @@ def as_messages(key: str) -> str:
 
 
 async def row(gw: RunningGateway, request_id: str, key: str) -> dict[str, Any]:
-    await gw.gateway.writer.flush()
+    await settled(gw.gateway)
     answer = await exchange(gw.host, gw.port, get(f"/v1/requests/{request_id}", key))
     found: dict[str, Any] = answer.json()
     return found
@@ -114,7 +114,7 @@ async def test_a_metered_answer_is_held_charged_and_reports_credits(
         reply = await exchange(
             gw.host, gw.port, post("/v1/messages", body(stream=True), None, extra=as_messages(key))
         )
-        await gw.gateway.writer.flush()
+        await settled(gw.gateway)
         account = await gw.gateway.store.get_account("team")
         assert await gw.gateway.store.reconcile() == []
     events = [e for e in reply.body.split(b"\n\n") if e.startswith(b"event: message_delta")]

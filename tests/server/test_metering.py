@@ -12,7 +12,7 @@ from sluice.frontdoors.chat import decode_chat_request
 from sluice.metering.charges import nano_from_pico
 from sluice.metering.pricing import cost_pico
 from sluice.server.lifecycle import RunningGateway
-from tests.support.accounts import metered_key
+from tests.support.accounts import metered_key, settled
 from tests.support.fake_openai import chunk, text_stream
 from tests.support.fake_upstream import Cut, FakeUpstream, Pause, Reply, Step
 from tests.support.gateway import openai_connection_toml, running_gateway
@@ -42,7 +42,7 @@ def sse(resp_body: bytes) -> list[dict[str, object]]:
 
 
 async def balance(gw: RunningGateway, name: str) -> tuple[int, int]:
-    await gw.gateway.writer.flush()
+    await settled(gw.gateway)
     account = await gw.gateway.store.get_account(name)
     assert account is not None
     return account.balance, account.held

@@ -14,7 +14,7 @@ from openai import AsyncOpenAI
 
 from sluice.core.usage import MAX_REPORTED_TOKENS
 from sluice.server.lifecycle import RunningGateway
-from tests.support.accounts import metered_key
+from tests.support.accounts import metered_key, settled
 from tests.support.fake_openai import DONE, chunk, completion, openai_default, text_stream
 from tests.support.fake_upstream import FakeUpstream, Pause, Reply, Step
 from tests.support.gateway import UPSTREAM_KEY, openai_connection_toml, running_gateway
@@ -81,7 +81,7 @@ async def test_an_upstreams_usage_never_credits_the_account(
         key = await metered_key(store, "team", USD)
         resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", chat(stream), key))
         row = await record(gw, resp.headers["x-request-id"], key)
-        await gw.gateway.writer.flush()
+        await settled(gw.gateway)
         account = await store.get_account("team")
         mismatches = await store.reconcile()
     # a number JSON cannot hold (1e999) makes the event malformed: an upstream error
@@ -128,7 +128,7 @@ async def test_a_cost_reported_through_an_accounts_own_connection_is_not_its_pri
         )
         request = chat(True, model="openai/gpt-4o-mini")
         resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", request, key))
-        await gw.gateway.writer.flush()
+        await settled(gw.gateway)
         account = await gw.gateway.store.get_account("team")
     assert saved.status == 200, saved.body
     wire = events(resp.body)[-2]["usage"]
@@ -193,7 +193,7 @@ async def test_an_upstream_event_past_its_bound_ends_the_stream(
         key = await metered_key(gw.gateway.store, "team", USD)
         resp = await exchange(gw.host, gw.port, post("/v1/chat/completions", chat(True), key))
         await asyncio.wait_for(fake.hung_up.wait(), 5)
-        await gw.gateway.writer.flush()
+        await settled(gw.gateway)
         account = await gw.gateway.store.get_account("team")
     assert resp.status == 200, resp.body
     *_, last = events(resp.body)

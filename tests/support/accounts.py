@@ -6,6 +6,7 @@ import os
 
 from sluice.accounts.keys import key_digest, key_prefix, new_key
 from sluice.core.principal import NO_POLICY, KeyPolicy
+from sluice.server.app import Gateway
 from sluice.storage.base import Store
 
 
@@ -23,3 +24,10 @@ async def metered_key(store: Store, name: str, credits: int, policy: KeyPolicy =
         policy=policy,
     )
     return key
+
+
+async def settled(gateway: Gateway) -> None:
+    """Every settlement written and every credit reservation not in use given back
+    (docs/metering.md#credit-reservations): ``held`` is then the holds still open."""
+    await gateway.writer.flush()
+    await gateway.services.meter.give_back()

@@ -11,6 +11,8 @@ committed before the lock was granted.
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
@@ -23,6 +25,7 @@ from sluice.storage.budgets import (
 )
 from sluice.storage.postgres.requests import PostgresRequests
 from sluice.storage.reconcile import RECONCILE_SUMS, Mismatch, mismatches
+from sluice.storage.reserves import ReserveChange, ReserveRequest
 
 _KEY_LOCK = 0x5111CF  # advisory lock class of a key's budgeted holds
 _PLACE_HOLD = (
@@ -74,6 +77,76 @@ WHERE a.id = c.account_id
 """
 
 
+_SETTLE_RESERVED = """
+WITH s AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+                         $6::bigint[], $7::text[], $8::text[], $9::text[], $10::bigint[],
+                         $11::bigint[])
+                  AS t(hold_id, account_id, key_id, request_id, charge, now, model, provider,
+                       reservation, held, held_at)
+), entries AS (
+    INSERT INTO ledger (account_id, key_id, request_id, kind, amount, created_at, model,
+                        provider)
+    SELECT account_id, key_id, request_id, 'charge', -charge, now, model, provider FROM s
+    ON CONFLICT (request_id) WHERE kind = 'charge' DO NOTHING
+    RETURNING request_id
+), fresh AS (
+    SELECT s.* FROM s JOIN entries USING (request_id)
+), closed AS (
+    INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, expires_at,
+                       released_at, charged)
+    SELECT hold_id, account_id, key_id, request_id, held, held_at, now, now, charge FROM fresh
+), per_reservation AS (
+    SELECT reservation, SUM(charge) AS total FROM fresh GROUP BY reservation
+), drawn AS (
+    UPDATE holds h SET amount = h.amount - p.total FROM per_reservation p
+    WHERE h.id = p.reservation AND h.released_at IS NULL
+    RETURNING h.account_id, p.total
+), charges AS (
+    SELECT account_id, SUM(charge) AS total FROM fresh GROUP BY account_id
+), draws AS (
+    SELECT account_id, SUM(total) AS total FROM drawn GROUP BY account_id
+)
+UPDATE accounts a SET balance = a.balance - c.total, held = a.held - COALESCE(d.total, 0)
+FROM charges c LEFT JOIN draws d USING (account_id)
+WHERE a.id = c.account_id
+"""
+"""Settlements of holds decided in memory (:mod:`sluice.storage.reserves`): each hold
+written closed, the charges drawn from their reservations (from ``held`` only while a
+reservation is open)."""
+
+_RESERVE = (
+    "WITH r AS (SELECT released_at FROM holds WHERE id = $1), "
+    "granted AS (UPDATE accounts a SET held = a.held + g.amount "
+    "  FROM (SELECT id, LEAST($4::bigint, balance - held) AS amount FROM accounts "
+    "        WHERE id = $2 AND balance - held >= $3 FOR UPDATE) g "
+    "  WHERE a.id = g.id AND NOT EXISTS (SELECT 1 FROM r WHERE released_at IS NOT NULL) "
+    "  RETURNING g.amount), "
+    "kept AS (INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, "
+    "  expires_at) SELECT $1, $2, '', $1, amount, $5, $6 FROM granted "
+    "  ON CONFLICT (id) DO UPDATE SET amount = holds.amount + EXCLUDED.amount, "
+    "  expires_at = EXCLUDED.expires_at RETURNING 1) "
+    "SELECT (SELECT amount FROM granted), "
+    "  EXISTS (SELECT 1 FROM r WHERE released_at IS NOT NULL), (SELECT count(*) FROM kept)"
+)
+"""One statement: grow the reservation (or open it) by what the account can give,
+unless it was closed meanwhile."""
+
+
+def _columns(settlements: list[Settlement]) -> list[list[object]]:
+    """The columns every settlement statement takes, as arrays ($1 … $8)."""
+    return [
+        [s.hold_id for s in settlements],
+        [s.account_id for s in settlements],
+        [s.key_id for s in settlements],
+        [s.request_id for s in settlements],
+        [s.charge for s in settlements],
+        [s.now for s in settlements],
+        [s.model for s in settlements],
+        [s.provider for s in settlements],
+    ]
+
+
 async def _place_budgeted_hold(
     conn: PoolConnectionProxy[asyncpg.Record], hold: HoldRequest
 ) -> bool:
@@ -113,21 +186,65 @@ class PostgresHolds(PostgresRequests):
         first: dict[str, Settlement] = {}
         for s in settlements:
             first.setdefault(s.request_id, s)
-        unique = list(first.values())
-        try:
-            await self.pool.execute(
-                _SETTLE_BATCH,
-                [s.hold_id for s in unique],
-                [s.account_id for s in unique],
-                [s.key_id for s in unique],
-                [s.request_id for s in unique],
-                [s.charge for s in unique],
-                [s.now for s in unique],
-                [s.model for s in unique],
-                [s.provider for s in unique],
+        held = [s for s in first.values() if s.reservation is None]
+        drawn = [s for s in first.values() if s.reservation is not None]
+        statements: list[tuple[str, list[Any]]] = []
+        if held:
+            statements.append((_SETTLE_BATCH, _columns(held)))
+        if drawn:
+            extra = [[s.reservation for s in drawn], [s.held for s in drawn]]
+            statements.append(
+                (_SETTLE_RESERVED, [*_columns(drawn), *extra, [s.held_at for s in drawn]])
             )
+        try:
+            if len(statements) == 1:  # one statement is one transaction: one round trip
+                await self.pool.execute(statements[0][0], *statements[0][1])
+                return
+            async with self.pool.acquire() as conn, conn.transaction():
+                for sql, args in statements:
+                    await conn.execute(sql, *args)
         except asyncpg.IntegrityConstraintViolationError as exc:
             raise ConstraintViolationError(str(exc)) from None
+
+    async def reserve(self, grow: ReserveRequest) -> int | None:
+        row = await self.pool.fetchrow(
+            _RESERVE,
+            grow.hold_id,
+            grow.account_id,
+            grow.need,
+            grow.want,
+            grow.now,
+            grow.expires_at,
+        )
+        assert row is not None
+        if row[1]:
+            return None
+        return 0 if row[0] is None else int(row[0])
+
+    async def tend_reserves(self, changes: list[ReserveChange]) -> list[str]:
+        gone = []
+        async with self.pool.acquire() as conn, conn.transaction():
+            for c in changes:
+                released = await conn.fetchval(
+                    "WITH r AS (SELECT id, CASE WHEN $5 THEN amount ELSE LEAST($2, amount) END "
+                    "  AS give FROM holds WHERE id = $1 AND released_at IS NULL FOR UPDATE), "
+                    "h AS (UPDATE holds SET amount = holds.amount - "
+                    "  CASE WHEN $5 THEN 0 ELSE r.give END, expires_at = $3, "
+                    "  released_at = CASE WHEN $5 THEN $4::bigint END, "
+                    "  charged = CASE WHEN $5 THEN 0::bigint END FROM r WHERE holds.id = r.id "
+                    "  RETURNING r.give) "
+                    "UPDATE accounts SET held = held - h.give FROM h WHERE accounts.id = $6 "
+                    "RETURNING h.give",
+                    c.hold_id,
+                    c.release,
+                    c.expires_at,
+                    c.now,
+                    c.close,
+                    c.account_id,
+                )
+                if released is None:
+                    gone.append(c.hold_id)
+        return gone
 
     async def reclaim_expired(self, now: int) -> int:
         async with self.pool.acquire() as conn, conn.transaction():

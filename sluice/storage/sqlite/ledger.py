@@ -12,6 +12,7 @@ from sluice.storage.budgets import (
     key_budget_error,
 )
 from sluice.storage.reconcile import RECONCILE_SUMS, Mismatch, mismatches
+from sluice.storage.reserves import ReserveChange, ReserveRequest
 from sluice.storage.sqlite.connection import SqliteBase, Tx
 
 
@@ -22,6 +23,9 @@ def _settle_one(tx: Tx, s: Settlement) -> None:
         (s.account_id, s.key_id, s.request_id, -s.charge, s.now, s.model, s.provider),
     )
     if not fresh:  # this request was settled before: never charge twice
+        return
+    if s.reservation is not None:
+        _draw(tx, s, s.reservation)
         return
     row = tx.one("SELECT amount FROM holds WHERE id = ? AND released_at IS NULL", (s.hold_id,))
     released = 0
@@ -35,6 +39,80 @@ def _settle_one(tx: Tx, s: Settlement) -> None:
         "UPDATE accounts SET balance = balance - ?, held = held - ? WHERE id = ?",
         (s.charge, released, s.account_id),
     )
+
+
+def _draw(tx: Tx, s: Settlement, reservation: str) -> None:
+    """A hold decided in memory: written closed, its charge drawn from the reservation
+    (from ``held`` only while the reservation is open: a reclaimed one was let go)."""
+    tx.execute(
+        "INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, "
+        "expires_at, released_at, charged) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            s.hold_id,
+            s.account_id,
+            s.key_id,
+            s.request_id,
+            s.held,
+            s.held_at,
+            s.now,
+            s.now,
+            s.charge,
+        ),
+    )
+    drawn = tx.execute(
+        "UPDATE holds SET amount = amount - ? WHERE id = ? AND released_at IS NULL",
+        (s.charge, reservation),
+    )
+    tx.execute(
+        "UPDATE accounts SET balance = balance - ?, held = held - ? WHERE id = ?",
+        (s.charge, s.charge if drawn else 0, s.account_id),
+    )
+
+
+def _reserve(tx: Tx, grow: ReserveRequest) -> int | None:
+    row = tx.one("SELECT released_at FROM holds WHERE id = ?", (grow.hold_id,))
+    if row is not None and row[0] is not None:
+        return None
+    available = tx.one("SELECT balance - held FROM accounts WHERE id = ?", (grow.account_id,))
+    if available is None or int(available[0]) < grow.need:
+        return 0
+    amount = min(grow.want, int(available[0]))
+    tx.execute("UPDATE accounts SET held = held + ? WHERE id = ?", (amount, grow.account_id))
+    if row is None:
+        tx.execute(
+            "INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, "
+            "expires_at) VALUES (?, ?, '', ?, ?, ?, ?)",
+            (grow.hold_id, grow.account_id, grow.hold_id, amount, grow.now, grow.expires_at),
+        )
+    else:
+        tx.execute(
+            "UPDATE holds SET amount = amount + ?, expires_at = ? WHERE id = ?",
+            (amount, grow.expires_at, grow.hold_id),
+        )
+    return amount
+
+
+def _tend(tx: Tx, changes: list[ReserveChange]) -> list[str]:
+    gone = []
+    for c in changes:
+        row = tx.one("SELECT amount FROM holds WHERE id = ? AND released_at IS NULL", (c.hold_id,))
+        if row is None:
+            gone.append(c.hold_id)
+            continue
+        release = int(row[0]) if c.close else min(c.release, int(row[0]))
+        tx.execute(
+            "UPDATE holds SET amount = amount - ?, expires_at = ?, released_at = ?, "
+            "charged = ? WHERE id = ?",
+            (
+                0 if c.close else release,
+                c.expires_at,
+                c.now if c.close else None,
+                0 if c.close else None,
+                c.hold_id,
+            ),
+        )
+        tx.execute("UPDATE accounts SET held = held - ? WHERE id = ?", (release, c.account_id))
+    return gone
 
 
 def _reclaim(tx: Tx, now: int) -> int:
@@ -107,6 +185,12 @@ class SqliteLedger(SqliteBase):
 
     async def reclaim_expired(self, now: int) -> int:
         return await self.write(lambda tx: _reclaim(tx, now))
+
+    async def reserve(self, grow: ReserveRequest) -> int | None:
+        return await self.write(lambda tx: _reserve(tx, grow))
+
+    async def tend_reserves(self, changes: list[ReserveChange]) -> list[str]:
+        return await self.write(lambda tx: _tend(tx, changes))
 
     async def open_holds(self) -> tuple[int, int]:
         row = await self.one(
