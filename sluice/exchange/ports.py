@@ -32,6 +32,8 @@ class ClientStream(Protocol):
     started: bool
     finished: bool
     keep_alive: bool
+    writes: int
+    """How many writes went out (a keep-alive's measure of silence)."""
 
     @property
     def interrupted(self) -> bool: ...

@@ -34,6 +34,20 @@ if TYPE_CHECKING:
 
 
 async def stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
+    services, door = ex.services, ex.door
+    ticker = KeepAlive(
+        ex.writer,
+        [*ex.headers, *door.stream_headers],
+        services.keepalive_interval,
+        door.keepalive,
+    )
+    try:
+        await _stream(ex, state, output)
+    finally:
+        ticker.stop()
+
+
+async def _stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
     upstream = await _open(ex, state)
     encoder = ex.door.stream_encoder(
         state.serve(upstream.attempt), lambda: _opening(state), state.req
@@ -97,21 +111,10 @@ def _opening(state: ExchangeState) -> Tally | None:
 
 
 async def _open(ex: Exchange, state: ExchangeState) -> UpstreamStream:
-    """Failover until one attempt produced its first event, keep-alives meanwhile."""
-    services, door = ex.services, ex.door
+    """Failover until one attempt produced its first event."""
+    services = ex.services
     assert state.plan is not None
-    ticker = KeepAlive(
-        ex.writer,
-        [*ex.headers, *door.stream_headers],
-        services.keepalive_interval,
-        door.keepalive,
-    )
-    try:
-        upstream = await services.router.open_stream(
-            state.req, state.plan, state.attempts, ex.traced
-        )
-    finally:
-        ticker.stop()
+    upstream = await services.router.open_stream(state.req, state.plan, state.attempts, ex.traced)
     state.translator = upstream.translator
     state.first_token = services.clock() - state.started
     state.sent = True

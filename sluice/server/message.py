@@ -90,6 +90,7 @@ class ResponseWriter:
         "keep_alive",
         "started",
         "status",
+        "writes",
     )
 
     def __init__(self, conn: Sink, keep_alive: bool, http10: bool, head_only: bool = False) -> None:
@@ -102,6 +103,7 @@ class ResponseWriter:
         self.finished = False
         self.status = 0
         """The status of the head written, once one was (0 before)."""
+        self.writes = 0
 
     async def send(self, status: int, headers: Headers, body: bytes) -> None:
         self.send_now(status, headers, body)
@@ -141,6 +143,7 @@ class ResponseWriter:
         if self._head:
             frame, self._head = self._head + frame, b""
         self._conn.write(frame)
+        self.writes += 1
 
     async def write(self, data: bytes) -> None:
         self.write_now(data)
