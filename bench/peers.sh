@@ -1,24 +1,37 @@
 #!/usr/bin/env bash
 # Sluice beside its peers on the shared kit (../shared/bench), in one sitting.
 #
-#   bench/peers.sh [TARGET ...]      TARGET: direct pipe sluice litellm (default: all)
+#   bench/peers.sh [TARGET ...]
+#     TARGET: direct pipe sluice sluice-metered sluice-metered-pg litellm (default: all)
+#       sluice             the development key (unmetered), SQLite
+#       sluice-metered     a credit-metered key (hold, settle, request-log row), SQLite
+#       sluice-metered-pg  a credit-metered key on PostgreSQL (PG_ADMIN's server)
 #
 # Core 0: fake upstream + load generator. Core 1: the target under test.
 # Env: REPS (3) DURATION (5) KIT (../shared/bench) LITELLM (path to a `litellm` binary,
 #      in its own venv: pip install 'litellm[proxy]'; skipped when absent)
+#      PG_ADMIN (postgresql://postgres@127.0.0.1:5432/postgres) PROFILE (a directory: a
+#      py-spy flame graph of each Sluice target, when py-spy is installed)
 # Writes raw JSON lines to bench/results/peers-<date>.jsonl and prints one table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KIT="${KIT:-../shared/bench}"
 PY="${PY:-.venv/bin/python}"
+PG_ADMIN="${PG_ADMIN:-postgresql://postgres@127.0.0.1:5432/postgres}"
 export REPS="${REPS:-3}" DURATION="${DURATION:-5}"
-TARGETS=("${@:-direct pipe sluice litellm}")
+TARGETS=("${@:-direct pipe sluice sluice-metered sluice-metered-pg litellm}")
 read -r -a TARGETS <<< "${TARGETS[*]}"
+[ -f "$KIT/loadgen.py" ] || { echo "no peer kit at $KIT (set KIT)"; exit 1; }
 mkdir -p bench/results
 RAW="bench/results/peers-$(date +%Y%m%d-%H%M%S).jsonl"
-HOME_DIR="$(mktemp -d)"
+WORK="$(mktemp -d)"
+DB="sluice_peers_$$"
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$HOME_DIR"; }
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
 trap cleanup EXIT
 
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
@@ -31,6 +44,39 @@ run() {  # label url key model
   KEY="$3" MODEL="$4" PY="$PY" RAW="$RAW" "$KIT/run.sh" "$2" "$1" | tail -n +2
 }
 
+sluice_home() {  # name storage-url [metered]: a home with its config; prints the key to use
+  local home="$WORK/$1"
+  mkdir -p "$home"
+  { echo "[storage]"; echo "url = \"$2\""; cat bench/sluice-bench.toml; } > "$home/sluice.toml"
+  SLUICE_HOME="$home" .venv/bin/sluice init --config "$home/sluice.toml" >/dev/null
+  if [ -n "${3:-}" ]; then
+    SLUICE_HOME="$home" .venv/bin/sluice accounts create bench --credits 1000000 \
+      --config "$home/sluice.toml" >/dev/null
+    SLUICE_HOME="$home" .venv/bin/sluice keys create --account bench --config "$home/sluice.toml"
+  fi
+}
+
+sluice() {  # label storage-url [metered]
+  local home="$WORK/$1" key
+  key="$(sluice_home "$@")"
+  SLUICE_HOME="$home" taskset -c 1 .venv/bin/sluice serve --config "$home/sluice.toml" \
+    --port 8787 --log-level WARNING 2>/dev/null &
+  pids+=($!); wait_port 8787
+  [ -n "$key" ] || key="$(cat "$home/dev-key")"
+  local spy=()
+  if [ -n "${PROFILE:-}" ] && command -v py-spy >/dev/null; then
+    mkdir -p "$PROFILE"
+    py-spy record -p "${pids[-1]}" -r 200 -f raw -o "$PROFILE/$1.txt" >/dev/null 2>&1 &
+    spy=($!)
+  fi
+  run "$1" http://127.0.0.1:8787/v1/chat/completions "$key" fake-model
+  for p in "${spy[@]}"; do kill -INT "$p"; wait "$p" 2>/dev/null || true; done
+  if [ -n "${3:-}" ]; then
+    SLUICE_HOME="$home" .venv/bin/sluice ledger reconcile --config "$home/sluice.toml" >&2
+  fi
+  stop_last
+}
+
 echo "target                 mode conc runs  err      rps     rps_min-max  ttfb50  ttfb99  ttfc50    ttfc50_rng  ttfc99   lat50   lat99 ev/req     ev/s"
 for target in "${TARGETS[@]}"; do
   case "$target" in
@@ -39,18 +85,18 @@ for target in "${TARGETS[@]}"; do
       taskset -c 1 "$PY" "$KIT/passthrough_aiohttp.py" --port 9100 --upstream http://127.0.0.1:9001 &
       pids+=($!); wait_port 9100
       run aiohttp-pipe http://127.0.0.1:9100/v1/chat/completions sk-x fake-model; stop_last ;;
-    sluice)
-      SLUICE_HOME="$HOME_DIR" taskset -c 1 .venv/bin/sluice serve --config bench/sluice-bench.toml \
-        --port 8787 --log-level WARNING 2>/dev/null &
-      pids+=($!); wait_port 8787
-      run sluice http://127.0.0.1:8787/v1/chat/completions "$(cat "$HOME_DIR/dev-key")" fake-model
-      stop_last ;;
+    sluice) sluice sluice "sqlite:///$WORK/sluice/sluice.db" ;;
+    sluice-metered) sluice sluice-metered "sqlite:///$WORK/sluice-metered/sluice.db" metered ;;
+    sluice-metered-pg)
+      psql "$PG_ADMIN" -qc "CREATE DATABASE $DB" >/dev/null
+      sluice sluice-metered-pg "${PG_ADMIN%/*}/$DB" metered ;;
     litellm)
       if [ -z "${LITELLM:-}" ] || [ ! -x "$LITELLM" ]; then echo "litellm: skipped (set LITELLM)"; continue; fi
       LITELLM_MASTER_KEY=sk-bench-1234 taskset -c 1 "$LITELLM" --config "$KIT/litellm_config.yaml" \
         --port 4000 --num_workers 1 >/dev/null 2>&1 &
       pids+=($!); wait_port 4000; sleep 5
       run litellm http://127.0.0.1:4000/v1/chat/completions sk-bench-1234 fake-model; stop_last ;;
+    *) echo "unknown target: $target" >&2; exit 2 ;;
   esac
 done
 echo "raw results: $RAW"
