@@ -269,8 +269,9 @@ def listen_address(text: str) -> tuple[str, int]:
 
 
 class RoutingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The per-process circuit breaker: after ``breaker_failures`` failures in a row a
-    connection is skipped for ``breaker_cooldown`` seconds, then one probe is let through."""
+    """The per-process circuit breakers, one per (connection, model): after
+    ``breaker_failures`` failures in a row the connection is skipped for that model for
+    ``breaker_cooldown`` seconds, then one probe is let through."""
 
     breaker_failures: Annotated[int, msgspec.Meta(ge=1)] = 5
     breaker_cooldown: Annotated[float, msgspec.Meta(gt=0)] = 30.0

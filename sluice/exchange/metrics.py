@@ -54,12 +54,12 @@ class Ledger(Protocol):
 
 
 def breaker_states(breaker: Breaker, now: float, operators: Collection[str]) -> dict[str, float]:
-    """Each operator connection's circuit state (0 closed, 1 half-open, 2 open); the
-    other connections (accounts' own) folded into one ``account-owned`` series, the
-    worst of theirs."""
+    """Each operator connection's circuit state (0 closed, 1 half-open, 2 open), the
+    worst of its models' circuits; the other connections (accounts' own) folded into
+    one ``account-owned`` series, the worst of theirs."""
     out: dict[str, float] = {}
-    for key, state in breaker.states(now).items():
-        label = key if key in operators else ACCOUNT_OWNED
+    for (connection, _), state in breaker.states(now).items():
+        label = connection if connection in operators else ACCOUNT_OWNED
         out[label] = max(out.get(label, 0.0), _STATE_VALUE[state])
     return out
 

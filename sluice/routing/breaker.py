@@ -1,4 +1,6 @@
-"""Per-connection circuit breaker (pure: the caller passes the time).
+"""Circuit breakers per (connection, model) (pure: the caller passes the time): one
+model failing at a provider (overloaded, withdrawn, rate-limited on its own quota)
+no longer cools every model of its connection.
 
 closed → after ``threshold`` failures in a row → open for ``cooldown`` seconds (skipped)
 → half-open: exactly one request is let through as a probe → its success closes the
@@ -10,6 +12,9 @@ for that long (capped), whatever the count. Only failures that allow failover co
 from __future__ import annotations
 
 import enum
+
+Circuit = tuple[str, str]
+"""A circuit's key: the connection's id and the catalog id of the model it serves."""
 
 
 class State(enum.Enum):
@@ -33,15 +38,15 @@ class Breaker:
         self._threshold = threshold
         self._cooldown = cooldown
         self._max_retry_after = max_retry_after
-        self._circuits: dict[str, _Circuit] = {}
+        self._circuits: dict[Circuit, _Circuit] = {}
 
-    def _circuit(self, key: str) -> _Circuit:
+    def _circuit(self, key: Circuit) -> _Circuit:
         circuit = self._circuits.get(key)
         if circuit is None:
             circuit = self._circuits[key] = _Circuit()
         return circuit
 
-    def allow(self, key: str, now: float) -> bool:
+    def allow(self, key: Circuit, now: float) -> bool:
         """May a request go to this connection now? (Claims the probe when half-open.)"""
         circuit = self._circuits.get(key)
         if circuit is None or circuit.state is State.CLOSED:
@@ -56,20 +61,21 @@ class Breaker:
         circuit.probing = True
         return True
 
-    def release(self, key: str) -> None:
+    def release(self, key: Circuit) -> None:
         """A claimed attempt ended with no verdict on the connection (e.g. cancelled)."""
         circuit = self._circuits.get(key)
         if circuit is not None:
             circuit.probing = False
 
-    def success(self, key: str) -> None:
+    def success(self, key: Circuit) -> None:
         circuit = self._circuits.get(key)
         if circuit is not None:
             circuit.state = State.CLOSED
             circuit.failures = 0
             circuit.probing = False
 
-    def failure(self, key: str, now: float, retry_after: float | None = None) -> None:
+    def failure(self, key: Circuit, now: float, retry_after: float | None = None) -> float:
+        """Count a failure; the seconds the circuit now stays open for (0: still closed)."""
         circuit = self._circuit(key)
         circuit.failures += 1
         circuit.probing = False
@@ -78,11 +84,13 @@ class Breaker:
             wait = min(retry_after, self._max_retry_after)
         elif circuit.state is State.HALF_OPEN or circuit.failures >= self._threshold:
             wait = self._cooldown
-        if wait is not None:
-            circuit.state = State.OPEN
-            circuit.open_until = max(circuit.open_until, now + wait)
+        if wait is None:
+            return 0.0
+        circuit.state = State.OPEN
+        circuit.open_until = max(circuit.open_until, now + wait)
+        return circuit.open_until - now
 
-    def state(self, key: str, now: float) -> State:
+    def state(self, key: Circuit, now: float) -> State:
         circuit = self._circuits.get(key)
         if circuit is None:
             return State.CLOSED
@@ -90,12 +98,25 @@ class Breaker:
             return State.HALF_OPEN
         return circuit.state
 
-    def reopens_in(self, key: str, now: float) -> float:
+    def reopens_in(self, key: Circuit, now: float) -> float:
         circuit = self._circuits.get(key)
         if circuit is None or circuit.state is not State.OPEN:
             return 0.0
         return max(0.0, circuit.open_until - now)
 
-    def states(self, now: float) -> dict[str, State]:
-        """Every connection that has had a failure, and its state now (for metrics)."""
+    def states(self, now: float) -> dict[Circuit, State]:
+        """Every circuit that has had a failure, and its state now (for metrics)."""
         return {key: self.state(key, now) for key in self._circuits}
+
+    def connection_state(self, connection: str, now: float) -> State:
+        """The worst state of the connection's circuits (open over half-open over closed)."""
+        worst = State.CLOSED
+        for key in self._circuits:
+            if key[0] == connection:
+                state = self.state(key, now)
+                if _SEVERITY[state] > _SEVERITY[worst]:
+                    worst = state
+        return worst
+
+
+_SEVERITY = {State.CLOSED: 0, State.HALF_OPEN: 1, State.OPEN: 2}

@@ -11,6 +11,7 @@ is :class:`sluice.routing.caller.UpstreamCaller`'s.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from random import Random
@@ -28,7 +29,7 @@ from sluice.routing.attempts import (
     attempt_record,
     try_headers,
 )
-from sluice.routing.breaker import Breaker, State
+from sluice.routing.breaker import Breaker, Circuit, State
 from sluice.routing.caller import Completed, Embeddings, UpstreamCaller
 from sluice.routing.order import ordered_attempts
 from sluice.routing.plan import Attempt, Plan
@@ -38,6 +39,14 @@ from sluice.transport.port import Transport
 from sluice.wire.chat import ChatRequest
 
 _T = TypeVar("_T")
+
+
+_log = logging.getLogger("sluice.routing")
+
+
+def circuit_of(attempt: Attempt) -> Circuit:
+    """The breaker's circuit an attempt counts for: its connection and model."""
+    return attempt.target.connection.id, attempt.target.model_id
 
 
 class Router:
@@ -122,7 +131,7 @@ class Router:
         closed = (
             a.target
             for a in self.ordered(plan)
-            if self.breaker.state(a.target.connection.id, now) is State.CLOSED
+            if self.breaker.state(circuit_of(a), now) is State.CLOSED
         )
         target = next(closed, None)
         if target is None:
@@ -151,7 +160,7 @@ class Router:
             attempt, fresh = tries.popleft()
             if in_flight is not None and in_flight.stopped and last is not None:
                 raise last
-            key = attempt.target.connection.id
+            key = circuit_of(attempt)
             started = self._clock()
             if not self.breaker.allow(key, started):
                 skipped.append(attempt)
@@ -167,7 +176,12 @@ class Router:
                 if not err.failover:
                     self.breaker.release(key)
                     raise err from None
-                self.breaker.failure(key, self._clock(), err.retry_after)
+                opened = self.breaker.failure(key, self._clock(), err.retry_after)
+                if opened:
+                    _log.warning(
+                        "circuit open for %.0f s: connection %s, model %s (%s: %s)",
+                        opened, key[0], key[1], err.code, err.message,
+                    )  # fmt: skip
                 last = err
                 if isinstance(err, RequestNotSentError) and not fresh:
                     tries.appendleft((attempt, True))
@@ -181,7 +195,7 @@ class Router:
         if last is not None:
             raise last
         now = self._clock()
-        wait = min(self.breaker.reopens_in(a.target.connection.id, now) for a in skipped)
+        wait = min(self.breaker.reopens_in(circuit_of(a), now) for a in skipped)
         raise ServiceUnavailableError(
             f"Every connection that serves '{plan.requested_model}' is cooling down after "
             "repeated failures.",

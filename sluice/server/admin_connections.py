@@ -54,7 +54,7 @@ async def connections(gw: GatewayContext, call: Call) -> None:
             ConnectionView(
                 id=conn.id,
                 provider=conn.provider,
-                breaker=services.router.breaker.state(conn.id, now).value,
+                breaker=services.router.breaker.connection_state(conn.id, now).value,
                 requests=attempts,
                 failed=failed,
                 error_rate=failed / attempts if attempts else None,

@@ -160,8 +160,8 @@ async def test_the_half_open_probe(probe: Answer, state: State, allowed: bool) -
     clock.advance(10.0)
     with contextlib.suppress(ApiError, asyncio.CancelledError):
         await router.open_stream(request(), plan(A), [])
-    assert router.breaker.state("a", clock()) is state
-    assert router.breaker.allow("a", clock()) is allowed
+    assert router.breaker.state(("a", MODEL.id), clock()) is state
+    assert router.breaker.allow(("a", MODEL.id), clock()) is allowed
 
 
 NOT_SENT = "upstream_error upstream_connection_closed"

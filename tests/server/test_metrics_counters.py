@@ -85,12 +85,13 @@ def test_blocks_are_counted_by_guardrail_and_stage_other_outcomes_are_not() -> N
 def test_breaker_states_fold_the_accounts_own_connections_into_their_worst() -> None:
     breaker = Breaker(1, 30.0, 60.0)
     for key in ("conn_a", "conn_mine_1"):
-        breaker.failure(key, 100.0)
-    breaker.failure("conn_mine_2", 50.0)  # cooled down by 100: half-open
-    breaker.failure("conn_b", 50.0)
+        breaker.failure((key, "m"), 100.0)
+    breaker.failure(("conn_mine_2", "m"), 50.0)  # cooled down by 100: half-open
+    breaker.failure(("conn_b", "m"), 50.0)
+    breaker.failure(("conn_b", "other"), 100.0)  # a connection shows its worst model
     assert breaker_states(breaker, 100.0, OPERATORS) == {
         "conn_a": 2.0,
-        "conn_b": 1.0,
+        "conn_b": 2.0,
         ACCOUNT_OWNED: 2.0,
     }
 
