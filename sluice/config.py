@@ -167,6 +167,8 @@ _ORIGIN = re.compile(r"https?://[^/\s:]+(:[0-9]{1,5})?")
 class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
+    workers: Annotated[int, msgspec.Meta(ge=1, le=256)] = 1
+    """Gateway processes on the port, each on its own core (docs/deploy.md#workers)."""
     dev_key: bool | None = None
     """The development account and its key (``$SLUICE_HOME/dev-key``); None: on with the
     embedded SQLite store, off on shared storage (PostgreSQL), where only ``true`` turns
@@ -188,8 +190,7 @@ class ServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     allow_private_upstreams: bool = False
     """Let accounts' own connections reach loopback/private/link-local addresses."""
     sse_keepalive_interval: float = 15.0
-    """Seconds between ``: keep-alive`` comments while waiting for the first upstream
-    event; 0 sends none."""
+    """Seconds of silence before a ``: keep-alive`` comment; 0 sends none."""
     upstream_error_body_bytes: Annotated[int, msgspec.Meta(gt=0)] = 64 * 1024
     upstream_body_bytes: Annotated[int, msgspec.Meta(gt=0)] = 64 * 1024 * 1024
     """Largest whole (non-streamed) answer read from an upstream."""

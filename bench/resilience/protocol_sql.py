@@ -31,6 +31,19 @@ _COLUMNS = (
 )  # fmt: skip
 
 
+async def _settled_fingerprint(url: str) -> dict[str, int]:
+    """The fingerprint once nothing is held: settlements written and the credit
+    reservations the requests made given back (docs/metering.md#credit-reservations:
+    within ``reserve_idle``, 1 s), at most 5 s on."""
+    found = await _fingerprint(url)
+    for _ in range(50):
+        if found["held"] == 0:
+            break
+        await asyncio.sleep(0.1)
+        found = await _fingerprint(url)
+    return found
+
+
 async def _fingerprint(url: str) -> dict[str, int]:
     if url.startswith("sqlite:///"):
         db = sqlite3.connect(url.removeprefix("sqlite:///"))
@@ -77,7 +90,7 @@ async def _sql_injection(ctx: Context, backend: str, url: str) -> Row:
             )
             minted = 3 * len(payloads)  # the chat probes' keys, made before the fingerprint
             keys = [await _key(gw) for _ in range(minted)]
-            before = await _fingerprint(url)
+            before = await _settled_fingerprint(url)
             for payload in payloads:
                 chat_keys = (keys.pop(), keys.pop(), keys.pop())
                 for probe in probes(payload, key, request_id, chat_keys):
@@ -102,8 +115,7 @@ async def _sql_injection(ctx: Context, backend: str, url: str) -> Row:
                     mangled += 1
             listed = await call(gw, "GET", "/admin/accounts/victim/keys", ADMIN_KEY)
             names = [k.get("name") for k in (listed.json() or {}).get("data", [])]
-            await asyncio.sleep(0.3)
-            after = await _fingerprint(url)
+            after = await _settled_fingerprint(url)
             store = await open_store(url)
             try:
                 mismatches = await store.reconcile()

@@ -12,20 +12,35 @@ from pathlib import Path
 
 import click
 
+from sluice.accounts.dev_key import DevKey
 from sluice.cli.state import load_settings
 from sluice.errors import ConfigError
 from sluice.server.app import Gateway
 from sluice.server.lifecycle import RunningGateway, free_traffic, start_gateway, stop_gateway
 from sluice.server.logformat import log_formatter
 from sluice.server.reload import SettingsSource
+from sluice.server.workers import (
+    Supervisor,
+    announce_ready,
+    become_worker,
+    free_port,
+    prepare_storage,
+    worker_role,
+)
 from sluice.settings import Settings
 from sluice.storage.factory import storage_place
 
 
 def _banner(running: RunningGateway, settings: Settings) -> str:
-    lines = [f"Sluice gateway listening on {running.base_url}"]
+    return banner(running.base_url, running.dev_key, settings)
+
+
+def banner(base_url: str, dev: DevKey | None, settings: Settings, workers: int = 1) -> str:
+    lines = [f"Sluice gateway listening on {base_url}"]
+    if workers > 1:
+        lines[0] += f" ({workers} workers)"
     lines.append(f"  storage:     {storage_place(settings.storage_url)}")  # no password
-    lines.append(f"  console:     {running.base_url}/")
+    lines.append(f"  console:     {base_url}/")
     admin_env = settings.server.admin_key_env
     if settings.admin_key is None:
         lines.append(f"  admin API:   off (set {admin_env} to a key of 32+ characters)")
@@ -34,7 +49,6 @@ def _banner(running: RunningGateway, settings: Settings) -> str:
     for conn in settings.connections:
         lines.append(f"  connection:  {conn.id} ({conn.provider})")
     lines.append(f"  development: {free_traffic(settings)}")
-    dev = running.dev_key
     if dev is not None:
         if dev.created:
             lines.append(f"  dev key:     {dev.key}   (saved to {dev.path})")
@@ -44,7 +58,7 @@ def _banner(running: RunningGateway, settings: Settings) -> str:
         lines.append("")
         lines.append("Try it:")
         lines.append(
-            f"  curl -N {running.base_url}/v1/chat/completions "
+            f"  curl -N {base_url}/v1/chat/completions "
             f'-H "Authorization: Bearer $(cat {dev.path})" '
             "-H 'Content-Type: application/json' "
             '-d \'{"model": "sluice/demo", "stream": true, '
@@ -54,19 +68,25 @@ def _banner(running: RunningGateway, settings: Settings) -> str:
     return "\n".join(lines)
 
 
-async def _run(settings: Settings, source: SettingsSource) -> None:
-    running = await start_gateway(settings, source=source)
+async def _run(settings: Settings, source: SettingsSource, worker: bool = False) -> None:
+    """``worker``: one of ``--workers N``, on the port the others share; it says when it
+    listens on its standard output instead of the banner."""
+    running = await start_gateway(settings, source=source, reuse_port=worker)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, _reload, running.gateway)
     # the banner last: whoever waits for it may signal at once
-    click.echo(_banner(running, settings), err=True)
+    if worker:
+        announce_ready()
+    else:
+        click.echo(_banner(running, settings), err=True)
     try:
         await stop.wait()
     finally:
-        click.echo("Sluice: shutting down", err=True)
+        if not worker:
+            click.echo("Sluice: shutting down", err=True)
         await stop_gateway(running, running.gateway.settings.server.shutdown_grace)
 
 
@@ -110,6 +130,12 @@ def _reload(gateway: Gateway) -> None:
     help="json: one JSON object per line; a request's line has its account, key prefix, "
     "front door, model, provider, status, TTFT, duration, tokens and cost.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=None,
+    help="Gateway processes on the port, each on its own core [default: [server] workers, 1].",
+)
 def serve(
     *,
     config_path: Path | None,
@@ -118,6 +144,7 @@ def serve(
     home: str | None,
     log_level: str,
     log_format: str,
+    workers: int | None,
 ) -> None:
     """Run the gateway (SQLite and the demo provider unless a config says otherwise)."""
     configure_logging(log_level, log_format)
@@ -125,7 +152,18 @@ def serve(
         settings = load_settings(config_path, home, host=host, port=port)
         # a reload reads the same file against this environment and home again
         source = SettingsSource(config_path, os.environ, settings.home, host=host, port=port)
-        _start(settings, source)
+        role = worker_role()
+        count = workers or settings.server.workers
+        if role is not None:
+            become_worker(role[1])
+            _start(settings, source, worker=True)
+        elif count > 1:
+            options = ["--log-level", log_level, "--log-format", log_format]
+            if config_path is not None:
+                options += ["--config", str(config_path)]
+            _start_workers(settings, count, options)
+        else:
+            _start(settings, source)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:
@@ -142,10 +180,40 @@ def configure_logging(level: str, kind: str = "text") -> None:
     logging.getLogger("sluice").setLevel(level.upper())
 
 
-def _start(settings: Settings, source: SettingsSource) -> None:
+def _start(settings: Settings, source: SettingsSource, worker: bool = False) -> None:
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
-        asyncio.run(_run(settings, source))
+        asyncio.run(_run(settings, source, worker))
     else:
-        uvloop.run(_run(settings, source))
+        uvloop.run(_run(settings, source, worker))
+
+
+def _start_workers(settings: Settings, count: int, options: list[str]) -> None:
+    server = settings.server
+    port = server.port or free_port(server.host)
+    command = [sys.executable, "-m", "sluice", "serve", *options, "--workers", "1"]
+    command += ["--host", server.host, "--port", str(port), "--home", str(settings.home)]
+    asyncio.run(_supervise(settings, Supervisor(command, count, server.shutdown_grace), port))
+
+
+async def _supervise(settings: Settings, supervisor: Supervisor, port: int) -> None:
+    dev = await prepare_storage(settings)
+    try:
+        await supervisor.start()
+    except RuntimeError as exc:
+        raise click.ClickException(f"cannot start: {exc}") from None
+    loop = asyncio.get_running_loop()
+    run = asyncio.ensure_future(supervisor.run())
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, run.cancel)
+    loop.add_signal_handler(signal.SIGHUP, supervisor.signal_all, signal.SIGHUP)
+    host = settings.server.host
+    scheme = "https" if settings.server.tls_cert else "http"
+    base_url = f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+    workers = len(supervisor.pids)
+    click.echo(banner(base_url, dev, settings, workers), err=True)
+    with contextlib.suppress(asyncio.CancelledError):
+        await run
+    click.echo("Sluice: shutting down", err=True)
+    await supervisor.stop()

@@ -63,8 +63,10 @@ async def start_gateway(
     source: SettingsSource | None = None,
     new_id: IdFactory = random_id,
     wall_clock: Callable[[], float] = time.time,
+    reuse_port: bool = False,
 ) -> RunningGateway:
-    """``source``: where ``settings`` came from, read again on reload (none: no reload)."""
+    """``source``: where ``settings`` came from, read again on reload (none: no reload);
+    ``reuse_port``: other processes listen on the same port (``--workers``)."""
     tls = server_tls(settings.server)  # before anything opens: a bad file stops here
     settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
     store = await open_store(settings.storage_url)
@@ -88,6 +90,7 @@ async def start_gateway(
             settings.server.port,
             tls=tls,
             gate=gateway.head_refusal,
+            **({"reuse_port": True} if reuse_port else {}),
         )
         scrape = None
         if settings.server.metrics_listen is not None:

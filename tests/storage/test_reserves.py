@@ -155,7 +155,10 @@ async def test_two_processes_race_for_the_last_credits_without_overdraft(store: 
     )  # fmt: skip
     held = [r for r in taken if r is not None]
     assert len(held) == 50  # each process used all it reserved
-    assert await _state(store) == (50 * HOLD, 50 * HOLD, 2)
+    balance, held_now, reservations = await _state(store)
+    # one reservation each, or one only when a process took the last credits before
+    # the other's first growth
+    assert (balance, held_now) == (50 * HOLD, 50 * HOLD) and reservations in (1, 2)
     for n, r in enumerate(held):
         one.settle(r, HOLD, HOLD)  # (only the reservation's own counts change)
         await store.settle([_drawn(r, n, HOLD)])

@@ -7,7 +7,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +51,7 @@ class GatewayProcess:
     key: str
     config: Path
     log: LogTail
+    process: asyncio.subprocess.Process | None = None
 
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
@@ -68,8 +69,14 @@ def write_config(home: Path, config: str) -> Path:
 
 @asynccontextmanager
 async def gateway_process(
-    home: Path, config: str, *, env: dict[str, str] | None = None, log_level: str = "WARNING"
+    home: Path,
+    config: str,
+    *,
+    env: dict[str, str] | None = None,
+    log_level: str = "WARNING",
+    args: Sequence[str] = (),
 ) -> AsyncIterator[GatewayProcess]:
+    """``args``: more ``sluice serve`` options (``--workers 2``)."""
     path = write_config(home, config)
     environ = {
         **os.environ,
@@ -89,6 +96,7 @@ async def gateway_process(
         "0",
         "--log-level",
         log_level,
+        *args,
         stderr=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.DEVNULL,
         env=environ,
@@ -108,7 +116,7 @@ async def gateway_process(
         key = (home / "dev-key").read_text().strip()
         pump = asyncio.ensure_future(tail.pump(proc.stderr))
         host, port = match.group(1).decode(), int(match.group(2))
-        yield GatewayProcess(proc.pid, host, port, key, path, tail)
+        yield GatewayProcess(proc.pid, host, port, key, path, tail, proc)
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
