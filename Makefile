@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 SERVER := $(VENV)/.server-stamp
 
-.PHONY: serve test lint typecheck unit deps services bench resilience clean
+.PHONY: serve test lint typecheck unit guard deps services bench resilience clean
 
 # `make test`: the gateway, its extras and the dev tools
 $(STAMP): pyproject.toml
@@ -23,7 +23,7 @@ $(SERVER): pyproject.toml
 serve: $(SERVER)
 	$(BIN)/sluice serve $(ARGS)
 
-test: $(STAMP) deps services lint typecheck unit
+test: $(STAMP) deps services lint typecheck unit guard
 
 lint: $(STAMP)
 	$(BIN)/ruff check sluice tests bench
@@ -35,6 +35,10 @@ typecheck: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# Instructions per metered streamed request against bench/cpu_baseline.json (+10 % fails)
+guard: $(STAMP) deps
+	$(BIN)/python -m bench.cpu_guard
 
 # What the tests need beyond the venv (nginx, node, tests/node's npm packages), installed when missing
 deps:

@@ -2,7 +2,8 @@
 # What the tests need beyond the venv, installed when missing (`make test` on a fresh
 # machine): Debian packages (nginx, which tests/deploy/test_nginx.py runs in front of a
 # gateway; node, which runs the official Node SDK in tests/server/test_messages_node.py;
-# chromium, which Playwright drives in tests/console/),
+# chromium, which Playwright drives in tests/console/; valgrind, whose instruction
+# counts the CPU guard compares with its baseline),
 # then tests/node's npm packages from its package-lock.json when node_modules is missing
 # or older than the lock. Where they cannot be installed (not Debian, not root and no
 # sudo, no registry) their tests skip with the reason, except under CI=true, where they fail.
@@ -15,6 +16,7 @@ debian_packages() {
   command -v node >/dev/null 2>&1 || missing+=(nodejs)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)  # the CPU guard (bench/cpu_guard.py)
   [ ${#missing[@]} -eq 0 ] && return 0
 
   if ! command -v apt-get >/dev/null 2>&1; then
