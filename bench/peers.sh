@@ -34,7 +34,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+wait_port() {  # port [tenths of a second, 100]
+  for _ in $(seq "${2:-100}"); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
+  echo "nothing listens on port $1" >&2; return 1
+}
 stop_last() { kill "${pids[-1]}" 2>/dev/null || true; wait "${pids[-1]}" 2>/dev/null || true; unset 'pids[-1]'; }
 
 taskset -c 0 "$PY" "$KIT/fake_upstream.py" --port 9001 --chunks 20 --chunk-bytes 16 >/dev/null &
@@ -94,7 +97,7 @@ for target in "${TARGETS[@]}"; do
       if [ -z "${LITELLM:-}" ] || [ ! -x "$LITELLM" ]; then echo "litellm: skipped (set LITELLM)"; continue; fi
       LITELLM_MASTER_KEY=sk-bench-1234 taskset -c 1 "$LITELLM" --config "$KIT/litellm_config.yaml" \
         --port 4000 --num_workers 1 >/dev/null 2>&1 &
-      pids+=($!); wait_port 4000; sleep 5
+      pids+=($!); wait_port 4000 900; sleep 5  # LiteLLM takes 20-30 s to start here
       run litellm http://127.0.0.1:4000/v1/chat/completions sk-bench-1234 fake-model; stop_last ;;
     *) echo "unknown target: $target" >&2; exit 2 ;;
   esac
