@@ -30,28 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.loadgen import bench_config
+
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "bench" / "cpu_baseline.json"
 BOUND = 1.10
-CONFIG = """[server]
-port = {port}
-dev_key = false
-demo = false
-env_connections = false
-[storage]
-url = "sqlite:///{home}/sluice.db"
-
-[[connections]]
-id = "conn_bench"
-provider = "openai-compatible"
-base_url = "http://127.0.0.1:{upstream}/v1"
-
-[[models]]
-id = "fake-model"
-owned_by = "bench"
-providers = {{ openai-compatible = "fake-model" }}
-price = {{ input = 1.0, output = 2.0 }}
-"""
 BODY = json.dumps(
     {
         "model": "fake-model",
@@ -114,9 +97,7 @@ def measure(requests: int, warmup: int, extra_env: dict[str, str]) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         upstream_port, port = free_port(), free_port()
-        (home / "sluice.toml").write_text(
-            CONFIG.format(port=port, home=home, upstream=upstream_port)
-        )
+        (home / "sluice.toml").write_text(bench_config(port, home, upstream_port))
         sluice(home, "init")
         sluice(home, "accounts", "create", "guard", "--credits", "1000")
         key = sluice(home, "keys", "create", "--account", "guard")

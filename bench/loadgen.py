@@ -289,6 +289,16 @@ def column(results: Results, name: str, conc: int, key: str, base: str) -> list[
     return [row[key] for row in results.get((name, conc), [])]
 
 
+def bench_config(port: int, home: Path, upstream: int, **server: object) -> str:
+    """``bench/sluice-bench.toml`` listening on ``port``, its connection to the fake
+    upstream on ``upstream``, SQLite in ``home`` and these more ``[server]`` settings."""
+    text = (ROOT / "bench" / "sluice-bench.toml").read_text()
+    text = text.replace("127.0.0.1:9001", f"127.0.0.1:{upstream}")
+    extra = "".join(f"{name} = {json.dumps(value)}\n" for name, value in server.items())
+    text = text.replace("[server]\n", f"[server]\nport = {port}\n{extra}", 1)
+    return f'[storage]\nurl = "sqlite:///{home}/sluice.db"\n' + text
+
+
 def pinned(core: int, argv: list[str]) -> list[str]:
     taskset = shutil.which("taskset")
     return [taskset, "-c", str(core), *argv] if taskset else argv

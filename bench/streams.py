@@ -38,7 +38,7 @@ from pathlib import Path
 
 import uvloop
 
-from bench.loadgen import HOST, ROOT, pinned, started
+from bench.loadgen import HOST, ROOT, bench_config, pinned, started
 
 UPSTREAM = 9031
 GATEWAY = 8831
@@ -47,27 +47,6 @@ FRAMES = 64
 GAP = 0.020
 STALL = 0.200
 TOKEN = b'"content":"tok'
-_CONFIG = """[server]
-port = {port}
-dev_key = true
-demo = false
-env_connections = false
-sse_keepalive_interval = 0
-[storage]
-url = "sqlite:///{home}/sluice.db"
-
-[[connections]]
-id = "conn_paced"
-provider = "openai-compatible"
-base_url = "http://127.0.0.1:{upstream}/v1"
-
-[[models]]
-id = "fake-model"
-owned_by = "bench"
-providers = {{ openai-compatible = "fake-model" }}
-price = {{ input = 1.0, output = 2.0 }}
-"""
-
 
 # --- the paced upstream (a child process: `python -m bench.streams --upstream PORT`) ---
 
@@ -311,7 +290,8 @@ def _target(name: str, kit: Path, work: Path) -> Iterator[tuple[int, str, int]]:
         return
     home = work / name
     home.mkdir()
-    (home / "sluice.toml").write_text(_CONFIG.format(port=GATEWAY, home=home, upstream=UPSTREAM))
+    config = bench_config(GATEWAY, home, UPSTREAM, sse_keepalive_interval=0)
+    (home / "sluice.toml").write_text(config)
     _sluice(home, "init")
     key = ""
     if name == "sluice-metered":

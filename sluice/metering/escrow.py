@@ -101,6 +101,11 @@ class Escrow:
         r.last_hold = self._clock()
         return r
 
+    def spare(self, account_id: str) -> int:
+        """What this process holds of the account's credits and does not use."""
+        r = self._by_account.get(account_id)
+        return 0 if r is None else max(r.spare, 0)
+
     def settle(self, r: Reservation, held: int, charge: int) -> None:
         """A hold drawn from ``r`` ended, charged ``charge`` (to be written)."""
         r.used -= held

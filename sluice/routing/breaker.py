@@ -114,9 +114,10 @@ class Breaker:
         for key in self._circuits:
             if key[0] == connection:
                 state = self.state(key, now)
-                if _SEVERITY[state] > _SEVERITY[worst]:
+                if _SEVERITY.index(state) > _SEVERITY.index(worst):
                     worst = state
         return worst
 
 
-_SEVERITY = {State.CLOSED: 0, State.HALF_OPEN: 1, State.OPEN: 2}
+_SEVERITY = (State.CLOSED, State.HALF_OPEN, State.OPEN)
+"""States from the best to the worst."""

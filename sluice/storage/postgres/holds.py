@@ -49,11 +49,7 @@ def _hold_args(hold: HoldRequest) -> tuple[object, ...]:
     )
 
 
-_SETTLE_BATCH = """
-WITH s AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
-                         $6::bigint[], $7::text[], $8::text[])
-                  AS t(hold_id, account_id, key_id, request_id, charge, now, model, provider)
+_CHARGED = """
 ), entries AS (
     INSERT INTO ledger (account_id, key_id, request_id, kind, amount, created_at, model,
                         provider)
@@ -62,7 +58,19 @@ WITH s AS (
     RETURNING request_id
 ), fresh AS (
     SELECT s.* FROM s JOIN entries USING (request_id)
-), released AS (
+), """
+"""Both settlements' middle: one ledger entry per request not charged before (the unique
+index skips the others), and ``fresh``, the settlements that made one."""
+
+_SETTLE_BATCH = (
+    """
+WITH s AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+                         $6::bigint[], $7::text[], $8::text[])
+                  AS t(hold_id, account_id, key_id, request_id, charge, now, model, provider)
+"""
+    + _CHARGED
+    + """released AS (
     UPDATE holds SET released_at = f.now, charged = f.charge FROM fresh f
     WHERE holds.id = f.hold_id AND holds.released_at IS NULL
     RETURNING holds.account_id, holds.amount
@@ -75,24 +83,20 @@ UPDATE accounts a SET balance = a.balance - c.total, held = a.held - COALESCE(r.
 FROM charges c LEFT JOIN releases r USING (account_id)
 WHERE a.id = c.account_id
 """
+)
 
 
-_SETTLE_RESERVED = """
+_SETTLE_RESERVED = (
+    """
 WITH s AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
                          $6::bigint[], $7::text[], $8::text[], $9::text[], $10::bigint[],
                          $11::bigint[])
                   AS t(hold_id, account_id, key_id, request_id, charge, now, model, provider,
                        reservation, held, held_at)
-), entries AS (
-    INSERT INTO ledger (account_id, key_id, request_id, kind, amount, created_at, model,
-                        provider)
-    SELECT account_id, key_id, request_id, 'charge', -charge, now, model, provider FROM s
-    ON CONFLICT (request_id) WHERE kind = 'charge' DO NOTHING
-    RETURNING request_id
-), fresh AS (
-    SELECT s.* FROM s JOIN entries USING (request_id)
-), closed AS (
+"""
+    + _CHARGED
+    + """closed AS (
     INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, expires_at,
                        released_at, charged)
     SELECT hold_id, account_id, key_id, request_id, held, held_at, now, now, charge FROM fresh
@@ -111,6 +115,7 @@ UPDATE accounts a SET balance = a.balance - c.total, held = a.held - COALESCE(d.
 FROM charges c LEFT JOIN draws d USING (account_id)
 WHERE a.id = c.account_id
 """
+)
 """Settlements of holds decided in memory (:mod:`sluice.storage.reserves`): each hold
 written closed, the charges drawn from their reservations (from ``held`` only while a
 reservation is open)."""
