@@ -158,6 +158,12 @@ def serve(
             become_worker(role[1])
             _start(settings, source, worker=True)
         elif count > 1:
+            if settings.server.metrics_listen is not None:
+                raise ConfigError(
+                    "[server] metrics_listen serves one process's counters and cannot be "
+                    "shared by several workers: run one worker, or take totals from the "
+                    "request log (docs/deploy.md#workers)."
+                )
             options = ["--log-level", log_level, "--log-format", log_format]
             if config_path is not None:
                 options += ["--config", str(config_path)]

@@ -154,3 +154,16 @@ def test_the_help_names_the_option() -> None:
         capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     assert "--workers" in shown.stdout and "own core" in shown.stdout
+
+
+def test_metrics_listen_with_several_workers_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "sluice.toml"
+    config.write_text('[server]\nmetrics_listen = "127.0.0.1:0"\n')
+    refused = subprocess.run(
+        [sys.executable, "-m", "sluice", "serve", "--config", str(config), "--workers", "2"],
+        capture_output=True, text=True, check=False, timeout=60,
+        env={**os.environ, "SLUICE_HOME": str(tmp_path / "home")},
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert "metrics_listen" in refused.stderr and "several workers" in refused.stderr
+    assert not (tmp_path / "home").exists()  # refused before anything was prepared
