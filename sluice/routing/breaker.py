@@ -12,6 +12,7 @@ for that long (capped), whatever the count. Only failures that allow failover co
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 
 Circuit = tuple[str, str]
 """A circuit's key: the connection's id and the catalog id of the model it serves."""
@@ -39,6 +40,8 @@ class Breaker:
         self._cooldown = cooldown
         self._max_retry_after = max_retry_after
         self._circuits: dict[Circuit, _Circuit] = {}
+        self.on_open: Callable[[Circuit, float], None] | None = None
+        """Told when a failure opens a circuit, and for how long (sharing it)."""
 
     def _circuit(self, key: Circuit) -> _Circuit:
         circuit = self._circuits.get(key)
@@ -88,7 +91,16 @@ class Breaker:
             return 0.0
         circuit.state = State.OPEN
         circuit.open_until = max(circuit.open_until, now + wait)
+        if self.on_open is not None:
+            self.on_open(key, circuit.open_until - now)
         return circuit.open_until - now
+
+    def open_for(self, key: Circuit, now: float, seconds: float) -> None:
+        """Another process opened this circuit for ``seconds``: skip it here too."""
+        circuit = self._circuit(key)
+        circuit.state = State.OPEN
+        circuit.probing = False
+        circuit.open_until = max(circuit.open_until, now + seconds)
 
     def state(self, key: Circuit, now: float) -> State:
         circuit = self._circuits.get(key)

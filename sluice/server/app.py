@@ -36,6 +36,7 @@ from sluice.exchange.services import Services
 from sluice.exchange.tenants import Tenants
 from sluice.frontdoors.responses.memory import ResponseMemory
 from sluice.ids import IdFactory
+from sluice.routing.breaker_share import BreakerShare
 from sluice.routing.catalog import Catalog
 from sluice.server import request_list, spend_report
 from sluice.server.auth import Authenticator, credentials
@@ -88,6 +89,7 @@ class Gateway:
         reloader: Reloader | None,
         store: Store,
         transport: Transport,
+        breakers: BreakerShare | None = None,
         vault: Vault | None,
         seal: AccountSeal,
         new_id: IdFactory,
@@ -99,6 +101,7 @@ class Gateway:
         self.reloader = reloader
         self.store = store
         self.transport = transport
+        self._breakers = breakers
         self.vault = vault
         self.new_id = new_id
         self.wall_clock = wall_clock
@@ -160,6 +163,8 @@ class Gateway:
         await self.transport.start()
         self.services.log.start()
         self.services.meter.start()
+        if self._breakers is not None:
+            await self._breakers.start()
 
     def stop_draining(self) -> None:
         """Shutting down: a client leaving from now on cancels its upstream call."""
@@ -171,6 +176,8 @@ class Gateway:
         services.repeats.close()  # the counts still waiting to be written
         await self.transport.close()
         await services.limiter.close()
+        if self._breakers is not None:
+            await self._breakers.close()
         await services.log.close()
         await services.meter.close()  # the reservations, once every settlement is written
         await services.telemetry.close()  # the spans still queued are exported

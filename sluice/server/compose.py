@@ -31,6 +31,7 @@ from sluice.metering.escrow import Escrow
 from sluice.metering.meter import Meter
 from sluice.providers.registry import AdapterRegistry
 from sluice.routing.breaker import Breaker
+from sluice.routing.breaker_share import BreakerShare
 from sluice.routing.catalog import Catalog
 from sluice.routing.references import check_references
 from sluice.routing.router import Router
@@ -78,6 +79,12 @@ class _Lasting:
         self.breaker = Breaker(
             routing.breaker_failures, routing.breaker_cooldown, routing.max_retry_after
         )
+        self.breaker_share = None
+        if settings.limits.redis_url:
+            self.breaker_share = BreakerShare.from_url(
+                settings.limits.redis_url, settings.limits.key_prefix, self.breaker, clock
+            )
+            self.breaker.on_open = self.breaker_share.opened
         escrow = None
         if metering.reserve:
             escrow = Escrow(
@@ -184,6 +191,7 @@ def create_app(
         reloader=None if source is None else Reloader(source, build),
         store=store,
         transport=lasting.transport,
+        breakers=lasting.breaker_share,
         vault=lasting.vault,
         seal=lasting.seal,
         new_id=new_id,
