@@ -101,11 +101,6 @@ class Escrow:
         r.last_hold = self._clock()
         return r
 
-    def spare(self, account_id: str) -> int:
-        """What this process holds of the account's credits and does not use."""
-        r = self._by_account.get(account_id)
-        return 0 if r is None else max(r.spare, 0)
-
     def settle(self, r: Reservation, held: int, charge: int) -> None:
         """A hold drawn from ``r`` ended, charged ``charge`` (to be written)."""
         r.used -= held
@@ -175,13 +170,16 @@ class Escrow:
 
     def _changes(self, everything: bool = False) -> list[ReserveChange]:
         """What each reservation gives back or needs this tick (applied here at once)."""
-        moment, now = self._clock(), int(self._wall_clock())
+        moment, wall = self._clock(), self._wall_clock()
+        now = int(wall)
         changes = []
         for r in list(self._by_account.values()):
             if r.growing.locked():
                 continue
             idle = everything or moment - r.last_hold >= self._idle
-            renew = r.expires_at - now < self._ttl / 2
+            # by the clock's fraction too: an expiry in whole seconds, renewed at the last
+            # whole second, would race the reclaim that compares it with the same second
+            renew = r.expires_at - wall < self._ttl / 2
             if idle and r.used == 0 and r.unwritten == 0:
                 changes.append(self._closing(r, now))
             elif (idle and r.spare > 0) or renew:

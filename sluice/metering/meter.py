@@ -154,9 +154,7 @@ class Meter:
         if self.out_of_credits(principal):
             return
         account = await self._store.get_account(principal.account_name)
-        # what this process reserved and does not use is the account's too
-        spare = 0 if self._escrow is None else self._escrow.spare(principal.account_id)
-        if account is not None and account.available + spare <= 0:
+        if account is not None and account.available <= 0:
             if len(self._empty) >= 10_000:
                 self._empty.clear()
             self._empty[principal.account_id] = self._wall_clock() + EMPTY_FOR

@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import asyncpg
@@ -149,9 +150,12 @@ async def test_a_replica_killed_mid_stream_leaves_the_other_serving(tmp_path: Pa
                 assert b"early" in (await client.read_chunk() or b"")
                 streams.append(client)
             killed = _kill(a)  # the whole replica, supervisor and workers
+            dead_by = int(time.time()) + 2  # nothing of the dead one's outlives hold_ttl
             whole = [(await _call(proxy, WHOLE, key)).status for _ in range(6)]
-            async with asyncio.timeout(15):  # hold_ttl 2 s, then the survivor reclaims
+            async with asyncio.timeout(20):  # hold_ttl 2 s, then the survivor reclaims
                 reclaimed = await b.log.wait_for("expired credit holds")
+                while await _open_until(dsn, dead_by):
+                    await asyncio.sleep(0.2)
             release.set()
             endings = [await _rest(client) for client in streams]
         account = await store.get_account("team")
@@ -184,6 +188,18 @@ async def _rest(client: RawClient) -> bytes:
         pass
     await client.close()
     return seen
+
+
+async def _open_until(dsn: str, expiry: int) -> int:
+    """How many holds still open expire by ``expiry`` (a dead process's, past it)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        found = await conn.fetchval(
+            "SELECT COUNT(*) FROM holds WHERE released_at IS NULL AND expires_at <= $1", expiry
+        )
+    finally:
+        await conn.close()
+    return int(found)
 
 
 async def _charged(dsn: str, account_id: str) -> int:

@@ -9,8 +9,6 @@ from pathlib import Path
 import pytest
 
 from sluice.core.principal import Principal
-from sluice.errors import BudgetExceededError
-from sluice.metering.escrow import Escrow
 from sluice.metering.meter import Meter
 from sluice.storage.base import HoldRequest
 from sluice.storage.sqlite import SqliteStore
@@ -62,42 +60,4 @@ async def test_a_hold_placed_after_the_client_left_is_released(tmp_path: Path) -
     assert (after.balance, after.held, after.open_holds) == (10**9, 0, 0)
     assert await store.reconcile() == []
     await writer.close()
-    await store.close()
-
-
-async def test_a_hold_too_big_for_the_reservation_does_not_mark_the_account_empty(
-    tmp_path: Path,
-) -> None:
-    """All of the account's credits sit unused in this process's reservation: a request
-    they cannot cover is refused, and smaller ones are still served from the reservation
-    at once, not refused for a second as if the account were empty."""
-    store = SqliteStore(tmp_path / "db.sqlite")
-    await store.open()
-    await store.migrate()
-    account = await store.create_account("acct_t", "team", metered=True, credits=10_000, now=1)
-    writer = WriteBehind(store, time.time)
-    escrow = Escrow(
-        store,
-        new_id=counting_ids(),
-        wall_clock=time.time,
-        clock=time.monotonic,
-        hold_ttl=3600,
-        idle=30,
-        most=64,
-    )
-    meter = Meter(
-        store, writer, new_id=counting_ids(), wall_clock=time.time, hold_ttl=3600, escrow=escrow
-    )
-    principal = Principal(account.id, "team", "key_1", "sk-sluice-x", True, False)
-    first = await meter.hold(principal, "req_1", 4_000)
-    second = await meter.hold(principal, "req_2", 4_000)  # grows by twice that: all of it
-    assert first is not None and second is not None
-    meter.settle(first, 0)
-    meter.settle(second, 0)
-    stored = await store.get_account("team")
-    assert stored is not None and stored.available == 0
-    with pytest.raises(BudgetExceededError):
-        await meter.hold(principal, "req_big", 20_000)
-    assert not meter.out_of_credits(principal)
-    assert await meter.hold(principal, "req_small", 1_000) is not None
     await store.close()
