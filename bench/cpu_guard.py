@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.loadgen import bench_config
+from bench.loadgen import bench_config, sluice_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = ROOT / "bench" / "cpu_baseline.json"
@@ -83,24 +83,15 @@ def stream_once(conn: socket.socket, port: int, key: str) -> None:
         raise SystemExit(f"not a whole stream: {got[:300]!r}")
 
 
-def sluice(home: Path, *args: str) -> str:
-    env = {**os.environ, "SLUICE_HOME": str(home)}
-    done = subprocess.run(
-        [sys.executable, "-m", "sluice", *args, "--config", str(home / "sluice.toml")],
-        capture_output=True, text=True, env=env, check=True, timeout=120,
-    )  # fmt: skip
-    return done.stdout.strip()
-
-
 def measure(requests: int, warmup: int, extra_env: dict[str, str]) -> float:
     """Instructions per metered streamed request."""
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         upstream_port, port = free_port(), free_port()
         (home / "sluice.toml").write_text(bench_config(port, home, upstream_port))
-        sluice(home, "init")
-        sluice(home, "accounts", "create", "guard", "--credits", "1000")
-        key = sluice(home, "keys", "create", "--account", "guard")
+        sluice_cli(home, "init")
+        sluice_cli(home, "accounts", "create", "guard", "--credits", "1000")
+        key = sluice_cli(home, "keys", "create", "--account", "guard")
         fake = subprocess.Popen(
             [
                 sys.executable,

@@ -299,6 +299,16 @@ def bench_config(port: int, home: Path, upstream: int, **server: object) -> str:
     return f'[storage]\nurl = "sqlite:///{home}/sluice.db"\n' + text
 
 
+def sluice_cli(home: Path, *args: str) -> str:
+    """``sluice ARGS --config HOME/sluice.toml`` with ``SLUICE_HOME=HOME``; its output."""
+    env = {**os.environ, "SLUICE_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-m", "sluice", *args, "--config", str(home / "sluice.toml")],
+        capture_output=True, text=True, env=env, check=True, timeout=120,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
 def pinned(core: int, argv: list[str]) -> list[str]:
     taskset = shutil.which("taskset")
     return [taskset, "-c", str(core), *argv] if taskset else argv

@@ -28,7 +28,6 @@ import contextlib
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,95 +37,14 @@ from pathlib import Path
 
 import uvloop
 
-from bench.loadgen import HOST, ROOT, bench_config, pinned, started
+from bench.loadgen import HOST, ROOT, bench_config, pinned, sluice_cli, started
+from bench.paced_upstream import FRAMES
 
 UPSTREAM = 9031
 GATEWAY = 8831
 PIPE = 9131
-FRAMES = 64
-GAP = 0.020
 STALL = 0.200
 TOKEN = b'"content":"tok'
-
-# --- the paced upstream (a child process: `python -m bench.streams --upstream PORT`) ---
-
-
-def _chunk(payload: bytes) -> bytes:
-    return b"%x\r\n%b\r\n" % (len(payload), payload)
-
-
-def _event(delta: dict[str, object], finish: str | None = None) -> bytes:
-    doc = {
-        "id": "chatcmpl-paced",
-        "object": "chat.completion.chunk",
-        "created": 1700000000,
-        "model": "fake-model",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-    return _chunk(b"data: " + json.dumps(doc, separators=(",", ":")).encode() + b"\n\n")
-
-
-_HEAD = (
-    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-    b"transfer-encoding: chunked\r\n\r\n" + _event({"role": "assistant", "content": ""})
-)
-_DELTA = _event({"content": "tok"})
-_END = _event({}, "stop") + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
-
-
-class _Paced(asyncio.Protocol):
-    """One client connection: each request gets a stream, paced by the shared ticker."""
-
-    def __init__(self, streams: dict[_Paced, int], hold: bool) -> None:
-        self._streams = streams
-        self._hold = hold
-        self._buffer = b""
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # (uvloop's own class)
-
-    def data_received(self, data: bytes) -> None:
-        self._buffer += data
-        head, sep, rest = self._buffer.partition(b"\r\n\r\n")
-        if not sep:
-            return
-        length = 0
-        for line in head.split(b"\r\n"):
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        if len(rest) < length:
-            return
-        self._buffer = rest[length:]
-        assert self.transport is not None
-        self.transport.write(_HEAD + _DELTA)
-        if not self._hold:
-            self._streams[self] = 1
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._streams.pop(self, None)
-
-
-async def _serve_upstream(port: int, hold: bool) -> None:
-    streams: dict[_Paced, int] = {}
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: _Paced(streams, hold), HOST, port, backlog=16384)
-    async with server:
-        tick = loop.time()
-        while True:
-            tick += GAP
-            await asyncio.sleep(max(0.0, tick - loop.time()))
-            for stream, sent in list(streams.items()):
-                transport = stream.transport
-                assert transport is not None
-                if sent + 1 >= FRAMES:
-                    transport.write(_DELTA + _END)
-                    del streams[stream]
-                else:
-                    transport.write(_DELTA)
-                    streams[stream] = sent + 1
-
 
 # --- the client -------------------------------------------------------------------------
 
@@ -267,15 +185,6 @@ def _row(run: Run, direct: Run | None) -> str:
 # --- the targets ------------------------------------------------------------------------
 
 
-def _sluice(home: Path, *args: str) -> str:
-    env = {**os.environ, "SLUICE_HOME": str(home)}
-    done = subprocess.run(
-        [sys.executable, "-m", "sluice", *args, "--config", str(home / "sluice.toml")],
-        capture_output=True, text=True, env=env, check=True, timeout=120,
-    )  # fmt: skip
-    return done.stdout.strip()
-
-
 @contextlib.contextmanager
 def _target(name: str, kit: Path, work: Path) -> Iterator[tuple[int, str, int]]:
     """The target up on core 1: its port, the key to use and its pid."""
@@ -292,11 +201,11 @@ def _target(name: str, kit: Path, work: Path) -> Iterator[tuple[int, str, int]]:
     home.mkdir()
     config = bench_config(GATEWAY, home, UPSTREAM, sse_keepalive_interval=0)
     (home / "sluice.toml").write_text(config)
-    _sluice(home, "init")
+    sluice_cli(home, "init")
     key = ""
     if name == "sluice-metered":
-        _sluice(home, "accounts", "create", "bench", "--credits", "1000000")
-        key = _sluice(home, "keys", "create", "--account", "bench")
+        sluice_cli(home, "accounts", "create", "bench", "--credits", "1000000")
+        key = sluice_cli(home, "keys", "create", "--account", "bench")
     argv = [sys.executable, "-m", "sluice", "serve", "--config", str(home / "sluice.toml")]
     env = {**os.environ, "SLUICE_HOME": str(home)}
     with started(pinned(1, [*argv, "--log-level", "WARNING"]), GATEWAY, env=env) as pid:
@@ -305,7 +214,7 @@ def _target(name: str, kit: Path, work: Path) -> Iterator[tuple[int, str, int]]:
 
 @contextlib.contextmanager
 def _upstream(hold: bool) -> Iterator[int]:
-    argv = [sys.executable, "-m", "bench.streams", "--upstream", str(UPSTREAM)]
+    argv = [sys.executable, "-m", "bench.paced_upstream", str(UPSTREAM)]
     with started(pinned(0, [*argv, *(["--hold"] if hold else [])]), UPSTREAM) as pid:
         yield pid
 
@@ -376,8 +285,6 @@ async def _sweep(targets: list[str], concs: list[int], kit: Path) -> list[Run]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--upstream", type=int, help=argparse.SUPPRESS)
-    ap.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--concs", type=int, nargs="+", default=[1, 16, 64, 256, 512, 1024])
     ap.add_argument("--targets", nargs="+", default=["direct", "pipe", "sluice", "sluice-metered"])
     ap.add_argument("--idle", type=int, help="RSS per idle open stream at this many streams")
@@ -386,9 +293,6 @@ def main(argv: list[str] | None = None) -> int:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 65536), max(hard, 65536)))
-    if args.upstream:
-        uvloop.run(_serve_upstream(args.upstream, args.hold))
-        return 0
     with contextlib.suppress(OSError, AttributeError):
         os.sched_setaffinity(0, {0})
     kit = Path(args.kit)
