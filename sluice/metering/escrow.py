@@ -37,6 +37,7 @@ class Reservation:
         "grows",
         "hold_id",
         "last_hold",
+        "refused",
         "unwritten",
         "used",
     )
@@ -54,6 +55,9 @@ class Reservation:
         self.expires_at = 0
         self.grows = 0
         self.growing = asyncio.Lock()
+        self.refused = 0
+        """The smallest growth storage refused since the last tick (0: none): a hold
+        that needs at least as much is refused without asking again."""
 
     @property
     def spare(self) -> int:
@@ -93,6 +97,8 @@ class Escrow:
         r: Reservation | None = self._by_account.get(account_id) or self._open(account_id)
         assert r is not None
         if r.spare < amount:
+            if r.refused and amount - r.spare >= r.refused:
+                return None
             async with r.growing:
                 r = await self._grown(r, amount)
             if r is None:
@@ -100,6 +106,17 @@ class Escrow:
         r.used += amount
         r.last_hold = self._clock()
         return r
+
+    def spare(self, account_id: str) -> int:
+        """What this process holds of the account's credits unused."""
+        r = self._by_account.get(account_id)
+        return 0 if r is None else max(r.spare, 0)
+
+    def forget_refusals(self, account_id: str) -> None:
+        """The account's credits changed: a growth refused before may pass now."""
+        r = self._by_account.get(account_id)
+        if r is not None:
+            r.refused = 0
 
     def settle(self, r: Reservation, held: int, charge: int) -> None:
         """A hold drawn from ``r`` ended, charged ``charge`` (to be written)."""
@@ -128,12 +145,15 @@ class Escrow:
         reclaimed); None when the account cannot cover it."""
         while r.spare < amount:  # checked again after each growth: holds that fit took
             need = amount - r.spare  # from it meanwhile
+            if r.refused and need >= r.refused:
+                return None
             want = max(need, amount * min(2**r.grows, self._most) - r.spare)
             now = int(self._wall_clock())
             grow = ReserveRequest(r.hold_id, r.account_id, need, want, now, now + self._ttl)
             growing = asyncio.ensure_future(self._grow(r, grow))
             granted = await asyncio.shield(growing)  # lands in r even if the caller left
             if granted == 0:
+                r.refused = min(r.refused or need, need)
                 return None
             if granted is None:
                 r = self._open(r.account_id)
@@ -176,6 +196,7 @@ class Escrow:
         for r in list(self._by_account.values()):
             if r.growing.locked():
                 continue
+            r.refused = 0  # credits given back elsewhere are asked for again
             idle = everything or moment - r.last_hold >= self._idle
             # by the clock's fraction too: an expiry in whole seconds, renewed at the last
             # whole second, would race the reclaim that compares it with the same second

@@ -148,11 +148,15 @@ class Meter:
     def forget(self, account_id: str) -> None:
         """The account's credits changed."""
         self._empty.pop(account_id, None)
+        if self._escrow is not None:
+            self._escrow.forget_refusals(account_id)
 
     async def _note_short(self, principal: Principal) -> None:
         """After a failed hold: is the account empty (not merely short of this hold)?"""
         if self.out_of_credits(principal):
             return
+        if self._escrow is not None and self._escrow.spare(principal.account_id) > 0:
+            return  # credits unused in this process: short of this hold, not empty
         account = await self._store.get_account(principal.account_name)
         if account is not None and account.available <= 0:
             if len(self._empty) >= 10_000:

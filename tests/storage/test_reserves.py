@@ -194,3 +194,31 @@ async def test_a_hold_that_fits_while_another_grows_is_counted_before_it(store: 
     assert first.used <= first.amount
     balance, held, _ = await _state(store)
     assert balance - held >= 0
+
+
+async def test_a_refused_growth_is_not_asked_again_until_the_next_tick(store: Store) -> None:
+    """A flood of holds too big for the account costs one storage round trip, not one
+    each; a smaller need still asks; the tick (or credits added) asks again."""
+    account_id = await _account(store, 1_500)
+    escrow = _escrow(store)
+    asked: list[int] = []
+    reserve = store.reserve
+
+    async def counted(grow: ReserveRequest) -> int | None:
+        asked.append(grow.need)
+        return await reserve(grow)
+
+    store.reserve = counted  # type: ignore[method-assign]
+    first = await escrow.take(account_id, 1_000)  # reserves exactly 1,000; 500 left
+    assert first is not None and asked == [1_000]
+    refused = await asyncio.gather(*(escrow.take(account_id, 2_500) for _ in range(50)))
+    assert refused == [None] * 50 and asked == [1_000, 2_500]
+    assert await escrow.take(account_id, 1_600) is None  # needs less: asked
+    assert asked == [1_000, 2_500, 1_600] and escrow.spare(account_id) == 0
+    escrow.settle(first, 1_000, 0)  # unused again: a small hold fits in memory
+    assert await escrow.take(account_id, 400) is first and len(asked) == 3
+    assert await escrow.take(account_id, 1_600 + 600) is None and len(asked) == 3
+    escrow.forget_refusals(account_id)  # credits were added: asked again
+    assert await escrow.take(account_id, 1_100) is first and asked[-1] == 500
+    assert first.used <= first.amount
+    await escrow.close()
