@@ -14,6 +14,8 @@ from bench.resilience.harness import ROWS, Context
 
 assert rows  # importing it registers the rows
 
+pytestmark = pytest.mark.alone  # latency ratios: measured with the machine to themselves
+
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("name", list(ROWS))
