@@ -26,10 +26,10 @@ from bench.resilience.load import ENV, ms
 from bench.resilience.neighbours_support import (
     ADMIN_KEY,
     Attack,
+    Attacker,
     InFlight,
     Latencies,
     StreamingUpstream,
-    attacker,
     bystander,
     config_toml,
     health,
@@ -128,13 +128,11 @@ async def _measure(gw: Gateway, path: Path, keys: tuple[str, str], seconds: floa
 async def _sitting(gw: Gateway, path: Path, keys: tuple[str, str], seconds: float) -> Measured:
     victim, hostile = keys
     before = await bystander(gw, victim, seconds)
-    warm = 0.5
-    attack = asyncio.ensure_future(
-        attacker(gw, path.name, hostile, seconds + 2 * warm, path.connections)
-    )
+    warm = 0.5  # from the attack's start: its first requests are under way
+    attack = await Attacker.start(gw, path.name, hostile, seconds + 2 * warm, path.connections)
     await asyncio.sleep(warm)
     during, probed = await asyncio.gather(bystander(gw, victim, seconds), health(gw, seconds))
-    attacked = await attack
+    attacked = await attack.result()
     await asyncio.sleep(0.5)  # what the attack left behind settles
     after = await bystander(gw, victim, seconds)
     without = Latencies(before.seconds + after.seconds, {**before.failures, **after.failures})

@@ -73,9 +73,17 @@ def requests_for(path: str, key: str) -> bytes:
 
 
 class Tally:
-    def __init__(self) -> None:
+    def __init__(self, connections: int) -> None:
         self.statuses: Counter[str] = Counter()
         self.sent = 0
+        self._first = connections
+        self.under_way = asyncio.Event()
+        """Every connection has sent its first request."""
+
+    def sending(self) -> None:
+        self.sent += 1
+        if self.sent == self._first:
+            self.under_way.set()
 
 
 async def _closed_loop(host: str, port: int, request: bytes, end: float, tally: Tally) -> None:
@@ -88,7 +96,7 @@ async def _closed_loop(host: str, port: int, request: bytes, end: float, tally: 
             continue
         try:
             while time.monotonic() < end:
-                tally.sent += 1
+                tally.sending()
                 await client.send(request)
                 response = await client.read_response()
                 tally.statuses[str(response.status)] += 1
@@ -113,7 +121,7 @@ async def _held_open(
             await asyncio.sleep(0.01)
             continue
         try:
-            tally.sent += 1
+            tally.sending()
             await client.send(request)
             status, _ = await client.read_head()
             tally.statuses[str(status)] += 1
@@ -134,14 +142,18 @@ async def _held_open(
 async def attack(path: str, host: str, port: int, key: str, *, seconds: float, n: int) -> Tally:
     request = requests_for(path, key)
     end = time.monotonic() + seconds
-    tally = Tally()
+    tally = Tally(n)
     if path in ("live", "live-unread", "slow"):
         read = path == "live"
         work = [_held_open(host, port, request, end, tally, read=read) for _ in range(n)]
     else:
         work = [_closed_loop(host, port, request, end, tally) for _ in range(n)]
+    running = asyncio.gather(*work)
+    with contextlib.suppress(TimeoutError):  # (or a second on, if some cannot connect)
+        await asyncio.wait_for(tally.under_way.wait(), 1.0)
+    print("started", flush=True)  # the harness's warm-up counts from here
     with contextlib.suppress(asyncio.CancelledError):
-        await asyncio.gather(*work)
+        await running
     return tally
 
 

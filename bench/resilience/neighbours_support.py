@@ -305,26 +305,33 @@ class Attack:
         return f"{self.sent} sent ({by or 'none answered'})"
 
 
-async def attacker(gw: Gateway, path: str, key: str, seconds: float, connections: int) -> Attack:
+class Attacker:
     """The attack in a niced process of its own (the harness keeps its share of the CPU
-    it shares with it)."""
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    args = [path, gw.host, str(gw.port), key, str(seconds), str(connections)]
-    proc = await asyncio.create_subprocess_exec(
-        "nice",
-        "-n",
-        "19",
-        sys.executable,
-        "-m",
-        "bench.resilience.neighbours_attack",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
-    out, err = await proc.communicate()
-    if proc.returncode != 0:
-        raise RuntimeError(f"the attacker failed: {err.decode(errors='replace')[-1500:]}")
-    report = json.loads(out.decode().strip().splitlines()[-1])
-    return Attack(report["sent"], report["statuses"])
+    it shares with it). :meth:`start` returns once the process is running its attack
+    (its interpreter's start-up, slower on a busy machine, is not part of the attack)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self._proc = proc
+
+    @classmethod
+    async def start(
+        cls, gw: Gateway, path: str, key: str, seconds: float, connections: int
+    ) -> Attacker:
+        root = Path(__file__).resolve().parents[2]
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        args = [path, gw.host, str(gw.port), key, str(seconds), str(connections)]
+        proc = await asyncio.create_subprocess_exec(
+            "nice", "-n", "19", sys.executable, "-m", "bench.resilience.neighbours_attack",
+            *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        if (await proc.stdout.readline()).strip() != b"started":
+            await cls(proc).result()  # raises with its error
+        return cls(proc)
+
+    async def result(self) -> Attack:
+        out, err = await self._proc.communicate()
+        if self._proc.returncode != 0 or not out.strip():
+            raise RuntimeError(f"the attacker failed: {err.decode(errors='replace')[-1500:]}")
+        report = json.loads(out.decode().strip().splitlines()[-1])
+        return Attack(report["sent"], report["statuses"])
