@@ -9,7 +9,7 @@ import random
 import time
 
 from sluice.metering.escrow import Escrow, Reservation
-from sluice.storage.base import Settlement, Store
+from sluice.storage.base import HoldRequest, Settlement, Store
 from sluice.storage.reserves import ReserveChange, ReserveRequest
 
 HOLD = 1_000
@@ -222,3 +222,35 @@ async def test_a_refused_growth_is_not_asked_again_until_the_next_tick(store: St
     assert await escrow.take(account_id, 1_100) is first and asked[-1] == 500
     assert first.used <= first.amount
     await escrow.close()
+
+
+async def test_one_batch_mixes_draws_stored_holds_repeats_and_closed_reservations(
+    store: Store,
+) -> None:
+    """What the write-behind sends: every kind of settlement in one batch, settled as
+    if one by one (SQLite's is set-based: storage/sqlite/settling.py)."""
+    account_id = await _account(store, 10 * HOLD)
+    assert await store.reserve(ReserveRequest("resv_1", account_id, HOLD, 4 * HOLD, 10, 100))
+    assert await store.reserve(ReserveRequest("resv_2", account_id, HOLD, HOLD, 10, 100))
+    closing = ReserveChange("resv_2", account_id, 0, 100, 15, close=True)
+    assert await store.tend_reserves([closing]) == []  # closed: its late draws charge only
+    assert await store.place_hold(
+        HoldRequest("hold_s", account_id, "key_1", "req_s", HOLD, now=10, expires_at=100)
+    )
+    open_one, closed = (
+        Reservation("resv_1", account_id, 0.0),
+        Reservation("resv_2", account_id, 0.0),
+    )
+    batch = [
+        _drawn(open_one, 1, 300),
+        Settlement("hold_s", account_id, "key_1", "req_s", 400, 20),
+        _drawn(open_one, 1, 300),  # the same request again: charged once
+        _drawn(closed, 2, 200),
+        _drawn(open_one, 3, HOLD),
+    ]
+    await store.settle(batch)
+    await store.settle(batch[:2])  # and again in a later batch
+    balance, held, open_holds = await _state(store)
+    # charged 300 + 400 + 200 + 1,000; resv_1 holds 4,000 - 1,300 and stays open
+    assert (balance, held, open_holds) == (10 * HOLD - 1_900, 4 * HOLD - 1_300, 1)
+    assert await store.reconcile() == []

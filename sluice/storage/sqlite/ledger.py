@@ -13,60 +13,8 @@ from sluice.storage.budgets import (
 )
 from sluice.storage.reconcile import RECONCILE_SUMS, Mismatch, mismatches
 from sluice.storage.reserves import ReserveChange, ReserveRequest
+from sluice.storage.sqlite import settling
 from sluice.storage.sqlite.connection import SqliteBase, Tx
-
-
-def _settle_one(tx: Tx, s: Settlement) -> None:
-    fresh = tx.execute(
-        "INSERT OR IGNORE INTO ledger (account_id, key_id, request_id, kind, amount, "
-        "created_at, model, provider) VALUES (?, ?, ?, 'charge', ?, ?, ?, ?)",
-        (s.account_id, s.key_id, s.request_id, -s.charge, s.now, s.model, s.provider),
-    )
-    if not fresh:  # this request was settled before: never charge twice
-        return
-    if s.reservation is not None:
-        _draw(tx, s, s.reservation)
-        return
-    row = tx.one("SELECT amount FROM holds WHERE id = ? AND released_at IS NULL", (s.hold_id,))
-    released = 0
-    if row is not None:  # (an expired hold was released by reclaim_expired)
-        released = int(row[0])
-        tx.execute(
-            "UPDATE holds SET released_at = ?, charged = ? WHERE id = ?",
-            (s.now, s.charge, s.hold_id),
-        )
-    tx.execute(
-        "UPDATE accounts SET balance = balance - ?, held = held - ? WHERE id = ?",
-        (s.charge, released, s.account_id),
-    )
-
-
-def _draw(tx: Tx, s: Settlement, reservation: str) -> None:
-    """A hold decided in memory: written closed, its charge drawn from the reservation
-    (from ``held`` only while the reservation is open: a reclaimed one was let go)."""
-    tx.execute(
-        "INSERT INTO holds (id, account_id, key_id, request_id, amount, created_at, "
-        "expires_at, released_at, charged) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            s.hold_id,
-            s.account_id,
-            s.key_id,
-            s.request_id,
-            s.held,
-            s.held_at,
-            s.now,
-            s.now,
-            s.charge,
-        ),
-    )
-    drawn = tx.execute(
-        "UPDATE holds SET amount = amount - ? WHERE id = ? AND released_at IS NULL",
-        (s.charge, reservation),
-    )
-    tx.execute(
-        "UPDATE accounts SET balance = balance - ?, held = held - ? WHERE id = ?",
-        (s.charge, s.charge if drawn else 0, s.account_id),
-    )
 
 
 def _reserve(tx: Tx, grow: ReserveRequest) -> int | None:
@@ -174,12 +122,8 @@ class SqliteLedger(SqliteBase):
         return await self.write(work)
 
     async def settle(self, settlements: list[Settlement]) -> None:
-        def work(tx: Tx) -> None:
-            for settlement in settlements:
-                _settle_one(tx, settlement)
-
         try:
-            await self.write(work)
+            await self.write(lambda tx: settling.settle(tx, settlements))
         except sqlite3.IntegrityError as exc:
             raise ConstraintViolationError(str(exc)) from None
 

@@ -23,6 +23,7 @@ from sluice.storage.spend import (
     spend_total,
     spend_total_query,
 )
+from sluice.storage.sqlite import settling
 from sluice.storage.sqlite.connection import SqliteBase, Tx
 
 _RECORD = msgspec.json.Decoder(RequestRecord)
@@ -31,14 +32,7 @@ _ENCODER = msgspec.json.Encoder()
 
 class SqliteRequests(SqliteBase):
     async def write_requests(self, records: list[RequestRecord]) -> None:
-        rows = [(r.id, r.account_id, r.created_at, _ENCODER.encode(r).decode()) for r in records]
-        await self.write(
-            lambda tx: tx.many(
-                "INSERT OR REPLACE INTO request_log (id, account_id, created_at, record) "
-                "VALUES (?, ?, ?, ?)",
-                rows,
-            )
-        )
+        await self.write(lambda tx: settling.log(tx, records))
 
     async def get_request(self, request_id: str, account_id: str) -> RequestRecord | None:
         row = await self.query(
