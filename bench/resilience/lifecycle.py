@@ -17,6 +17,7 @@ from bench.resilience.lifecycle_support import (
     SHUTTING_DOWN,
     Live,
     hold_for,
+    ledger_charges,
     open_stream,
     process_gone,
     read_rest,
@@ -126,13 +127,7 @@ async def sigkill_with_live_streams(ctx: Context) -> list[Row]:
                 ("acct_killed",),
             )
         }
-        charges = {
-            str(r[0]): -int(r[1])
-            for r in await store.all(
-                "SELECT request_id, amount FROM ledger WHERE kind = 'charge' AND account_id = ?",
-                ("acct_killed",),
-            )
-        }
+        charges = await ledger_charges(store, "acct_killed")
         account = await store.get_account("killed")
         mismatches = await store.reconcile()
     finally:

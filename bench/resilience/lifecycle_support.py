@@ -130,6 +130,15 @@ async def reconcile_cli(home: Path) -> tuple[int, str]:
     return proc.returncode or 0, out.decode(errors="replace").strip()
 
 
+async def ledger_charges(store: SqliteStore, account_id: str) -> dict[str, int]:
+    """Each charged request of the account: what the ledger charged it."""
+    rows = await store.all(
+        "SELECT request_id, amount FROM ledger WHERE kind = 'charge' AND account_id = ?",
+        (account_id,),
+    )
+    return {str(r[0]): -int(r[1]) for r in rows}
+
+
 async def wait_settled(store: SqliteStore, request_ids: list[str], wait: float = 10) -> None:
     """Until each of ``request_ids`` has its charge in the ledger (at most ``wait`` s)."""
     marks = ",".join("?" * len(request_ids))

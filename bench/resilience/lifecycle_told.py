@@ -18,6 +18,7 @@ from bench.resilience.harness import Context, Row, gateway, row
 from bench.resilience.lifecycle_support import (
     ENV,
     hold_for,
+    ledger_charges,
     reconcile_cli,
     sqlite_store,
     sse_data,
@@ -116,11 +117,7 @@ async def sigkill_under_load(ctx: Context) -> list[Row]:
                 if account is not None and account.held == 0 and account.open_holds == 0:
                     break
                 await asyncio.sleep(0.05)
-        rows = await store.all(
-            "SELECT request_id, amount FROM ledger WHERE kind = 'charge' AND account_id = ?",
-            ("acct_told",),
-        )
-        charges = {str(r[0]): -int(r[1]) for r in rows}
+        charges = await ledger_charges(store, "acct_told")
         account = await store.get_account("told")
         mismatches = await store.reconcile()
     finally:

@@ -104,3 +104,13 @@ async def test_values_are_bound_never_spliced(store: Store) -> None:
     sneaky = RequestFilters(status="ok' OR '1'='1", model="x') OR (1=1")
     assert await store.list_requests(sneaky, 10, None) == []
     assert len(await store.list_requests(RequestFilters(), 10, None)) == 3
+
+
+@pytest.mark.parametrize("batch", [150, 5])  # SQLite: multi-row statements, a step each
+async def test_a_row_written_again_is_replaced(store: Store, batch: int) -> None:
+    await store.write_requests(ROWS[:batch])
+    again = [record(n, status="late") for n in range(batch)]
+    await store.write_requests(again)
+    found = await store.list_requests(RequestFilters(account_id="acct_a"), 500, None)
+    assert [r.id for r in found] == newest_first(again)
+    assert {r.status for r in found} == {"late"}

@@ -5,11 +5,12 @@ after; while the event loop is busy, taking it back waits for the loop to let go
 statement per settlement row (four per request, and one per request-log row) made the
 writing thread fall ever further behind under load: 1,944 of 2,396 charges told to
 clients were still unwritten 1.5 s into a steady load (``bench/resilience``'s "SIGKILL
-under load" row). Here settlements go to a temporary table in a few multi-row
-statements (64 rows at most, in power-of-two sizes, so a handful of statement texts
-serve every batch size), from which set-based statements do what the row-by-row code
-did, with the same guards: a request charged once, a stored hold released once, a
-reservation drawn from only while it is open.
+under load" row). Here rows go in a few multi-row statements (64 rows at most, in
+power-of-two sizes, so a handful of statement texts serve every batch size):
+settlements to a temporary table from which set-based statements do what the
+row-by-row code did, with the same guards (a request charged once, a stored hold
+released once, a reservation drawn from only while it is open), and the request log
+once its batches show the writer behind.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ _PREPARE: Final = (
 
 _LOAD: Final = f"INSERT INTO settling (seq, {', '.join(_FIELDS)}) VALUES "
 _MOST: Final = 64
+_CATCH_UP: Final = 128
+"""Request-log rows in one batch from which they go in multi-row statements."""
 
 _SETTLE: Final = (
     # the first settlement of each request not charged before
@@ -111,7 +114,13 @@ def settle(tx: Tx, settlements: list[Settlement]) -> None:
 
 
 def log(tx: Tx, records: list[RequestRecord]) -> None:
-    """Request-log rows (a row that exists is replaced): a step each, as multi-row
-    statements cost this table's twelve indexes more (77 against 60 us a row)."""
+    """Request-log rows (a row that exists is replaced): a step each while the batches
+    are small, multi-row statements once they grow (the writer is behind). A row costs
+    more CPU in a multi-row statement (108 against 77 us in batches of 20, 67 against
+    50 in batches of 100: ``bench/request_log_write.py``), but a step each is a GIL
+    handoff each, and a writer behind a busy event loop never caught up that way."""
     rows = [(r.id, r.account_id, r.created_at, _ENCODER.encode(r).decode()) for r in records]
-    tx.many(_LOG + "(?, ?, ?, ?)", rows)
+    if len(rows) < _CATCH_UP:
+        tx.many(_LOG + "(?, ?, ?, ?)", rows)
+    else:
+        _insert_all(tx, _LOG, rows)
