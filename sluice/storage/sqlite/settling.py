@@ -25,7 +25,7 @@ from sluice.storage.sqlite.connection import Tx
 
 _ENCODER: Final = msgspec.json.Encoder()
 
-_FIELDS: Final = [
+_FIELDS: Final = (
     "hold_id",
     "account_id",
     "key_id",
@@ -37,7 +37,7 @@ _FIELDS: Final = [
     "reservation",
     "held",
     "held_at",
-]
+)
 
 _PREPARE: Final = (
     "CREATE TEMP TABLE IF NOT EXISTS settling (seq INTEGER PRIMARY KEY, "
