@@ -77,9 +77,10 @@ class BreakerShare:
             await asyncio.wait_for(asyncio.shield(ready), 2.0)
 
     async def close(self) -> None:
-        for task in [*self._tasks, *([self._listening] if self._listening else [])]:
+        tasks = [*self._tasks, *([self._listening] if self._listening else [])]
+        for task in tasks:
             task.cancel()
-        for task in [*self._tasks, *([self._listening] if self._listening else [])]:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
                 await task
         await self._client.aclose()

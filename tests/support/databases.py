@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import NoReturn
 
 import asyncpg
 import pytest
@@ -18,11 +19,16 @@ import pytest
 PG_ADMIN_DSN = os.environ.get("SLUICE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
-def unavailable(service: str, reason: str) -> None:
-    message = f"{service} is not reachable ({reason}); start it: see README, 'Test it'"
+def missing(message: str) -> NoReturn:
+    """Something a test needs is not here: its tests skip with ``message``, except under
+    ``CI=true``, where they fail."""
     if os.environ.get("CI") == "true":
         pytest.fail(message + " — CI=true requires it")
     pytest.skip(message)
+
+
+def unavailable(service: str, reason: str) -> NoReturn:
+    missing(f"{service} is not reachable ({reason}); start it: see README, 'Test it'")
 
 
 @asynccontextmanager
@@ -33,7 +39,6 @@ async def fresh_postgres() -> AsyncIterator[str]:
         admin = await asyncpg.connect(PG_ADMIN_DSN, timeout=3)
     except (OSError, asyncpg.PostgresError) as exc:
         unavailable("PostgreSQL", str(exc))
-        raise AssertionError("unreachable") from exc
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
         yield PG_ADMIN_DSN.rsplit("/", 1)[0] + "/" + name
