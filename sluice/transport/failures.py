@@ -1,4 +1,4 @@
-"""Upstream HTTP failures in our terms: aiohttp's and the socket's errors mapped once,
+"""Upstream HTTP failures in our terms: the client's and the socket's errors mapped once,
 the total deadline, a request that never left, and the operator's log line."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import aiohttp
 from yarl import URL
 
 from sluice.errors import ApiError, RequestTimeoutError, UpstreamError
@@ -25,6 +24,29 @@ class RequestNotSentError(UpstreamError):
         )
 
 
+class ConnectFailedError(Exception):
+    """No connection to the upstream could be opened (DNS, refused, TLS, denied)."""
+
+    def __init__(self, os_error: OSError) -> None:
+        super().__init__(str(os_error))
+        self.os_error = os_error
+
+
+class ConnectTimeoutError(TimeoutError):
+    """Opening the connection took longer than the connection's ``connect`` timeout."""
+
+
+class UpstreamClosedError(ConnectionError):
+    """The upstream closed the connection before its response ended."""
+
+    def __init__(self, cause: Exception | None) -> None:
+        super().__init__("the upstream closed the connection" + (f": {cause}" if cause else ""))
+
+
+class UnreadableResponseError(Exception):
+    """The upstream's bytes are not an HTTP/1.1 response we can read."""
+
+
 def log_failure(url: str, exc: BaseException) -> None:
     """An upstream that could not be reached or answered, for the operator: its host and
     port and the reason (errno, TLS, timeout), never the URL's path or query (a key may
@@ -33,7 +55,7 @@ def log_failure(url: str, exc: BaseException) -> None:
     os_error = getattr(exc, "os_error", None)
     if isinstance(os_error, OSError):
         reason = f"{type(os_error).__name__} errno {os_error.errno}: {os_error.strerror}"
-    elif isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
+    elif isinstance(exc, TimeoutError):
         reason = "no answer in time"
     else:  # the type alone: some messages quote the whole URL
         reason = type(exc).__name__
@@ -66,8 +88,9 @@ def log_refusal(url: str, status: int, err: ApiError) -> None:
 
 
 def map_client_error(exc: BaseException, connecting: bool) -> ApiError:
-    """aiohttp and socket failures, in our terms. ``connecting``: before the response head."""
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+    """The client's and the socket's failures, in our terms. ``connecting``: before the
+    response head."""
+    if isinstance(exc, ConnectTimeoutError):
         return RequestTimeoutError(
             "Timed out connecting to the provider.",
             code="upstream_connect_timeout",
@@ -81,9 +104,9 @@ def map_client_error(exc: BaseException, connecting: bool) -> ApiError:
         return RequestTimeoutError(
             "The provider stopped sending data.", code="stream_stalled", http_status=504
         )
-    if isinstance(exc, aiohttp.ClientConnectorError):
+    if isinstance(exc, ConnectFailedError):
         return UpstreamError("Could not connect to the provider.", code="upstream_connect_failed")
-    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+    if isinstance(exc, UpstreamClosedError):
         return UpstreamError(
             "The response stream ended before it completed.", code="upstream_disconnected"
         )

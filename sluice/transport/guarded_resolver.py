@@ -4,18 +4,14 @@ Save time: :func:`check_base_url` reads the URL
 (:func:`~sluice.transport.address_policy.check_url`), resolves the host and refuses it
 when any answer is not public.
 
-Connect time, on a connector from :func:`guarded_connector`:
-
-* :class:`GuardedResolver` resolves with the real resolver and drops every denied
-  answer, so what aiohttp connects to is what was checked (a name that changes its
-  answer after it was saved, DNS rebinding, finds nothing left to connect to);
-* :func:`guarded_socket_factory` checks the address of every socket the connector opens,
-  which also covers IP literals (aiohttp does not send those through the resolver).
-
-A refusal is a :class:`DeniedAddressError` (an ``OSError``); aiohttp wraps it in a
-``ClientConnectorError``, which :func:`sluice.transport.failures.map_client_error` turns into
-``upstream_error`` / ``upstream_connect_failed``. Redirects are never followed by the
-transport, so no other address can be reached through a ``Location`` header.
+Connect time, in a guarded :class:`~sluice.transport.pool.ConnectionPool`: every address
+the host resolves to (an IP literal resolves to itself) passes :func:`answer_denial`
+before it is connected to, so what is connected to is what was checked (a name that
+changes its answer after it was saved, DNS rebinding, finds nothing left to connect
+to). A refusal is a :class:`DeniedAddressError` (an ``OSError``), which
+:func:`sluice.transport.failures.map_client_error` turns into ``upstream_error`` /
+``upstream_connect_failed``. Redirects are never followed by the transport, so no
+other address can be reached through a ``Location`` header.
 """
 
 from __future__ import annotations
@@ -27,9 +23,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from ipaddress import ip_address
 from typing import Any
 
-import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
-
 from sluice.errors import InvalidRequestError
 from sluice.transport.address_policy import (
     CODE_INVALID,
@@ -40,15 +33,12 @@ from sluice.transport.address_policy import (
     check_url,
     denied,
 )
-from sluice.transport.pool import PoolConnector
 
 Resolve = Callable[[str, int], Awaitable[Sequence[str]]]
 """``(host, port) -> IP address strings``; raises ``OSError`` when the name is unknown."""
 
 AddrInfo = tuple[int, int, int, str, tuple[Any, ...]]
 """One ``getaddrinfo`` row: family, type, proto, canonname, sockaddr."""
-
-SocketFactory = Callable[[AddrInfo], socket.socket]
 
 
 class DeniedAddressError(OSError):
@@ -68,87 +58,13 @@ def answer_denial(answer: str) -> str | None:
         return "unreadable"
 
 
-class GuardedResolver(AbstractResolver):
-    """Wraps a real resolver and keeps only the answers that may be connected to."""
-
-    def __init__(self, inner: AbstractResolver, *, allow_private: bool = False) -> None:
-        self._inner = inner
-        self._allow_private = allow_private
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        answers = await self._inner.resolve(host, port, family)
-        if self._allow_private:
-            return answers
-        kept: list[ResolveResult] = []
-        reasons: list[str] = []
-        for answer in answers:
-            reason = answer_denial(answer["host"])
-            if reason is None:
-                kept.append(answer)
-            else:
-                reasons.append(reason)
-        if reasons and not kept:
-            raise DeniedAddressError(host, reasons[0])
-        return kept
-
-    async def close(self) -> None:
-        await self._inner.close()
-
-
-def sized_socket_factory(receive_buffer: int = 0) -> SocketFactory:
-    """A ``TCPConnector(socket_factory=…)`` whose sockets have ``SO_RCVBUF`` pinned to
-    ``receive_buffer`` bytes before they connect (0: the kernel's autotuning), which
-    bounds what the kernel holds from an upstream the gateway stopped reading."""
-
-    def open_socket(addr_info: AddrInfo) -> socket.socket:
-        family, type_, proto, _, _ = addr_info
-        sock = socket.socket(family=family, type=type_, proto=proto)
-        if receive_buffer:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
-        return sock
-
-    return open_socket
-
-
-def guarded_socket_factory(
-    *, allow_private: bool = False, receive_buffer: int = 0
-) -> SocketFactory:
-    """A :func:`sized_socket_factory` that refuses to open a socket to a denied
-    address: the last check, on the exact address about to be connected to."""
-    sized = sized_socket_factory(receive_buffer)
-
-    def open_socket(addr_info: AddrInfo) -> socket.socket:
-        host = str(addr_info[4][0])
-        if not allow_private:
-            reason = answer_denial(host)
-            if reason is not None:
-                raise DeniedAddressError(host, reason)
-        return sized(addr_info)
-
-    return open_socket
-
-
-def guarded_connector(
-    *,
-    allow_private: bool = False,
-    resolver: AbstractResolver | None = None,
-    receive_buffer: int = 0,
-    **options: Any,
-) -> PoolConnector:
-    """A connector for account-owned upstreams only (it must not share a pool with the
-    operator's own upstreams, which may be private). ``resolver`` (default: the system
-    resolver in a thread) stays the caller's to close; ``options`` go to
-    :class:`aiohttp.TCPConnector`. Call it inside a running event loop."""
-    inner = resolver if resolver is not None else aiohttp.ThreadedResolver()
-    return PoolConnector(
-        resolver=GuardedResolver(inner, allow_private=allow_private),
-        socket_factory=guarded_socket_factory(
-            allow_private=allow_private, receive_buffer=receive_buffer
-        ),
-        **options,
-    )
+def allowed(host: str, answers: Sequence[AddrInfo]) -> list[AddrInfo]:
+    """The answers that may be connected to; :class:`DeniedAddressError` with the first
+    answer's reason when none is left."""
+    kept = [answer for answer in answers if answer_denial(str(answer[4][0])) is None]
+    if answers and not kept:
+        raise DeniedAddressError(host, answer_denial(str(answers[0][4][0])) or "denied")
+    return kept
 
 
 async def check_base_url(
@@ -176,21 +92,16 @@ async def check_base_url(
     return target
 
 
-def resolver_lookup(resolver: AbstractResolver) -> Resolve:
-    """An aiohttp resolver as a :data:`Resolve` function (both address families)."""
-
-    async def lookup(host: str, port: int) -> list[str]:
-        answers = await resolver.resolve(host, port, family=socket.AF_UNSPEC)
-        return [answer["host"] for answer in answers]
-
-    return lookup
-
-
-async def system_resolve(host: str, port: int) -> list[str]:
-    """The system resolver (``getaddrinfo`` in a thread) as a :data:`Resolve` function;
-    a name IDNA cannot encode is one that does not resolve."""
+async def system_addresses(host: str, port: int) -> Sequence[AddrInfo]:
+    """The system resolver (``getaddrinfo`` in a thread); a name IDNA cannot encode is
+    one that does not resolve."""
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except UnicodeError:
         raise socket.gaierror(socket.EAI_NONAME, f"{host!r} is not a name") from None
-    return [str(info[4][0]) for info in infos]
+    return infos
+
+
+async def system_resolve(host: str, port: int) -> list[str]:
+    """:func:`system_addresses` as a :data:`Resolve` function."""
+    return [str(info[4][0]) for info in await system_addresses(host, port)]

@@ -1,59 +1,49 @@
-"""The only place the HTTP client lives; its exceptions become our errors here, once.
+"""The only place the upstream HTTP client lives; its exceptions become our errors here, once.
 
-:class:`HttpTransport` implements :class:`~sluice.transport.port.Transport` with one
-pooled :class:`aiohttp.ClientSession` per gateway process. Redirects are never
-followed (an upstream redirect is an upstream error, not a new destination).
-In-process upstreams (:class:`~sluice.core.upstream_request.LocalUpstream`) are run by
-:class:`LocalResponse` behind the same
-:class:`~sluice.transport.port.UpstreamResponse` shape.
+:class:`HttpTransport` implements :class:`~sluice.transport.port.Transport` over two
+:class:`~sluice.transport.pool.ConnectionPool` s per gateway process (the operator's
+upstreams, and accounts' own, guarded) of
+:class:`~sluice.transport.h1_connection.H1Connection` s. Redirects are never followed
+(an upstream redirect is an upstream error, not a new destination). In-process
+upstreams (:class:`~sluice.core.upstream_request.LocalUpstream`) are run by
+:class:`LocalResponse` behind the same :class:`~sluice.transport.port.UpstreamResponse`
+shape.
 """
 
 from __future__ import annotations
 
 import asyncio
-import warnings
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import aiohttp
 from yarl import URL
 
 from sluice.core.connection import Timeouts
 from sluice.core.upstream_request import UpstreamRequest
 from sluice.errors import RequestTimeoutError, ShuttingDownError, UpstreamError
 from sluice.transport.failures import (
+    ConnectTimeoutError,
     RequestNotSentError,
+    UnreadableResponseError,
+    UpstreamClosedError,
     deadline_error,
     log_failure,
     map_client_error,
 )
+from sluice.transport.h1_connection import H1Connection
+from sluice.transport.pool import ConnectionPool, Origin
 
 if TYPE_CHECKING:
     from sluice.transport.aws_sigv4 import AwsSigner
-from sluice.transport.guarded_resolver import guarded_connector, sized_socket_factory
-from sluice.transport.pool import SENDING, PoolConnector, SendState, TrackedRequest
 from sluice.transport.port import UpstreamResponse
 
-_READ_BUFFER_BYTES = 64 * 1024
-"""aiohttp stops reading an upstream once about twice this is buffered unread; one read
-hands over at most this much (what one translation and one write then hold)."""
-_WHOLE_BODY_BYTES = 1024 * 1024
-"""aiohttp warns about request bodies larger than this (see :func:`_payload`)."""
-
-
-def _payload(body: bytes) -> bytes | aiohttp.BytesPayload:
-    """The body as aiohttp should send it: a large one without copying it (aiohttp warns
-    that one write of it may block; under uvloop the kernel takes what fits and the
-    rest waits in the transport, by reference)."""
-    if len(body) <= _WHOLE_BODY_BYTES:
-        return body
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        return aiohttp.BytesPayload(body)
+_UNSAFE = frozenset("\r\n\0")
+"""Characters no request head line may carry (a header value with a line break would
+start a header, or a request, of its own)."""
 
 
 class HttpResponse:
-    """An aiohttp response behind our shape, with a cheap watchdog for the stall and
+    """An upstream response behind our shape, with a cheap watchdog for the stall and
     the total deadline.
 
     The watchdog is one timer per response: each read only notes when it started
@@ -63,12 +53,15 @@ class HttpResponse:
     """
 
     __slots__ = (
+        "_conn",
         "_cut",
         "_deadline",
         "_last",
         "_loop",
+        "_origin",
+        "_pool",
         "_reading",
-        "_resp",
+        "_released",
         "_stall",
         "_timer",
         "_total",
@@ -76,8 +69,19 @@ class HttpResponse:
         "status",
     )
 
-    def __init__(self, resp: aiohttp.ClientResponse, sent_at: float, total: float) -> None:
-        self._resp = resp
+    def __init__(
+        self,
+        conn: H1Connection,
+        pool: ConnectionPool | None,
+        origin: Origin,
+        sent_at: float,
+        total: float,
+    ) -> None:
+        """``pool``: where the connection goes back once read to its end (``None``: it
+        is closed then)."""
+        self._conn = conn
+        self._pool = pool
+        self._origin = origin
         self._loop = asyncio.get_running_loop()
         self._total = total
         self._deadline = sent_at + total
@@ -85,9 +89,10 @@ class HttpResponse:
         self._last = 0.0
         self._cut: RequestTimeoutError | None = None  # why the watchdog closed the body
         self._reading = False
+        self._released = False
         self._timer: asyncio.TimerHandle | None = self._loop.call_at(self._deadline, self._check)
-        self.status = resp.status
-        self.headers: Mapping[str, str] = {k.lower(): v for k, v in resp.headers.items()}
+        self.status = conn.status
+        self.headers: Mapping[str, str] = conn.headers
 
     def watch(self, stall: float) -> None:
         self._stall = stall
@@ -124,14 +129,14 @@ class HttpResponse:
 
     def _close_for(self, reason: RequestTimeoutError) -> None:
         self._cut = reason
-        self._resp.close()
+        self._conn.close()
 
     async def read_chunk(self) -> bytes:
         self._reading = True
         self._last = self._loop.time()  # silence counts from when we start waiting
         try:
-            data = await self._resp.content.read(_READ_BUFFER_BYTES)
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            data = await self._conn.read()
+        except (UpstreamClosedError, UnreadableResponseError) as exc:
             if self._cut is not None:
                 raise self._cut from None
             raise map_client_error(exc, connecting=False) from None
@@ -139,6 +144,8 @@ class HttpResponse:
             self._reading = False
         if self._cut is not None:
             raise self._cut
+        if not data:
+            self.release()  # read to its end: back to the pool whoever forgets to say so
         return data
 
     async def read_body(self, limit: int) -> bytes:
@@ -158,12 +165,19 @@ class HttpResponse:
             self._timer = None
 
     def close(self) -> None:
-        self._unwatch()
-        self._resp.close()
+        if not self._released:
+            self._unwatch()
+            self._conn.close()
 
     def release(self) -> None:
+        if self._released:  # the connection may carry another request by now
+            return
+        self._released = True
         self._unwatch()
-        self._resp.release()
+        if self._pool is not None and self._conn.reusable:
+            self._pool.give_back(self._origin, self._conn)
+        else:
+            self._conn.close()
 
 
 class LocalResponse:
@@ -212,9 +226,8 @@ class LocalResponse:
 class HttpTransport:
     """The :class:`~sluice.transport.port.Transport`; one instance per gateway process.
 
-    Four sessions: the operator's upstreams and accounts' own (guarded: checked
-    addresses, never the operator's pool), each pooled, and each once more without
-    reuse for a resend, which must go out on a fresh connection.
+    Two pools: the operator's upstreams, and accounts' own (guarded: checked addresses,
+    never the operator's pool). A resend goes out on a new connection, closed after.
     """
 
     def __init__(
@@ -230,36 +243,22 @@ class HttpTransport:
         self._clock = clock
         self._allow_private = allow_private_upstreams
         self._receive_buffer = receive_buffer_bytes
-        self._sessions: dict[tuple[bool, bool], aiohttp.ClientSession] = {}
-        """(guarded, fresh) -> session."""
+        self._pools: dict[bool, ConnectionPool] = {}
+        """guarded -> pool."""
         self._signer: AwsSigner | None = None
 
-    def _new_session(self, connector: aiohttp.TCPConnector) -> aiohttp.ClientSession:
-        return aiohttp.ClientSession(
-            connector=connector,
-            headers={"user-agent": self._user_agent},
-            skip_auto_headers=("content-type",),
-            timeout=aiohttp.ClientTimeout(total=None),
-            request_class=TrackedRequest,
-            read_bufsize=_READ_BUFFER_BYTES,
-        )
-
     async def start(self) -> None:
-        options: dict[str, Any] = {"limit": 0, "ttl_dns_cache": 300, "keepalive_timeout": 30}
-        size = self._receive_buffer
-        for fresh in (False, True):
-            pool: dict[str, Any] = {"force_close": True} if fresh else options
-            self._sessions[False, fresh] = self._new_session(
-                PoolConnector(socket_factory=sized_socket_factory(size), **pool)
-            )
-            self._sessions[True, fresh] = self._new_session(
-                guarded_connector(allow_private=self._allow_private, receive_buffer=size, **pool)
+        for guarded in (False, True):
+            self._pools[guarded] = ConnectionPool(
+                guarded=guarded,
+                allow_private=self._allow_private,
+                receive_buffer=self._receive_buffer,
             )
 
     async def close(self) -> None:
-        sessions, self._sessions = self._sessions, {}
-        for session in sessions.values():
-            await session.close()
+        pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            pool.close()
 
     def signing_secrets(self) -> tuple[str, ...]:
         """The AWS credentials this process signs with, if it has read any."""
@@ -279,47 +278,69 @@ class HttpTransport:
         sent_at = asyncio.get_running_loop().time()
         if req.local is not None:
             return LocalResponse(req.local.script(), sent_at, timeouts.total)
-        session = self._sessions.get((guarded, fresh))
-        if session is None:
+        pool = self._pools.get(guarded)
+        if pool is None:
             raise ShuttingDownError()
         headers = req.headers
         if req.aws_sigv4 is not None:
             if self._signer is None:
                 self._signer = aws_signer(self._clock)
             headers = await self._signer.sign(req, req.aws_sigv4)
+        url = URL(req.url, encoded=True)  # sent exactly as built (and as signed)
+        origin: Origin = (url.scheme, url.raw_host or "", url.port or 0)
+        head = self._head(req.method, url, headers, len(req.body))
         # first event and stall are enforced by the router and the response watchdog
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect)
-        connector = session.connector
-        assert isinstance(connector, PoolConnector)
-        connector.reused.set(False)
-        state = SendState()
-        SENDING.set(state)
+        conn = None if fresh else pool.take(origin)
+        if conn is None:
+            conn = await self._open(pool, origin, req.url, timeouts.connect)
         try:
-            resp = await session.request(
-                req.method,
-                URL(req.url, encoded=True),  # sent exactly as built (and as signed)
-                data=_payload(req.body),
-                headers=headers,
-                timeout=timeout,
-                allow_redirects=False,
-            )
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-            if (
-                connector.reused.get()
-                and not state.written
-                and not isinstance(exc, aiohttp.ClientConnectorError)
-            ):
+            await conn.send(head, req.body)
+        except UpstreamClosedError as exc:
+            if conn.requests > 1 and not conn.written:
                 raise RequestNotSentError() from None
             log_failure(req.url, exc)
             raise map_client_error(exc, connecting=True) from None
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        except UnreadableResponseError as exc:
             log_failure(req.url, exc)
             raise map_client_error(exc, connecting=True) from None
-        except RuntimeError:  # aiohttp: "Session is closed"
-            if not session.closed:
-                raise
-            raise ShuttingDownError() from None
-        return HttpResponse(resp, sent_at, timeouts.total)
+        except BaseException:
+            conn.close()
+            raise
+        if pool.closed:
+            conn.close()
+            raise ShuttingDownError()
+        return HttpResponse(conn, None if fresh else pool, origin, sent_at, timeouts.total)
+
+    @staticmethod
+    async def _open(pool: ConnectionPool, origin: Origin, url: str, within: float) -> H1Connection:
+        try:
+            async with asyncio.timeout(within):
+                return await pool.open(origin)
+        except TimeoutError:
+            exc: Exception = ConnectTimeoutError()
+            log_failure(url, exc)
+            raise map_client_error(exc, connecting=True) from None
+        except Exception as exc:
+            log_failure(url, exc)
+            raise map_client_error(exc, connecting=True) from None
+
+    def _head(self, method: str, url: URL, headers: Mapping[str, str], length: int) -> bytes:
+        """The request line and headers: ``Host``, our ``User-Agent`` unless the request
+        names one, and ``Content-Length``."""
+        lines = [f"{method} {url.raw_path_qs} HTTP/1.1\r\n"]
+        if "host" not in headers:
+            lines.append(f"host: {url.host_port_subcomponent}\r\n")
+        if "user-agent" not in headers:
+            lines.append(f"user-agent: {self._user_agent}\r\n")
+        for name, value in headers.items():
+            if not _UNSAFE.isdisjoint(value) or not _UNSAFE.isdisjoint(name):
+                raise UpstreamError(
+                    f"The request header {name!r} holds a line break.",
+                    code="upstream_misconfigured",
+                )
+            lines.append(f"{name}: {value}\r\n")
+        lines.append(f"content-length: {length}\r\n\r\n")
+        return "".join(lines).encode("utf-8")
 
 
 AWS_EXTRA_MISSING = (

@@ -1,75 +1,149 @@
-"""What the transport needs to know to resend a request safely (RFC 9112 §9.3.1).
+"""Keep-alive connections to upstreams, by origin, and how a new one is opened.
 
-An upstream may close an idle keep-alive connection just as the pool hands it out. A
-request that fails that way may be sent again only when it was certainly not acted on:
-here, when it went out on a reused connection and its bytes were not all handed to
-the socket. Two small hooks tell:
-
-* :class:`PoolConnector` marks (in :attr:`PoolConnector.reused`, read in the task that
-  sent the request) whether the connection had carried a request before;
-* :class:`TrackedRequest` marks, in the :class:`SendState` of the sending task, when
-  the whole request (head and body) was written without error.
-
-aiohttp's trace hooks could tell the first too, but cost every request ~3 %.
+A :class:`ConnectionPool` hands out an idle connection to the same origin when it has
+one (idle ones are closed after ``keepalive`` seconds) and opens new ones: the host's
+addresses (cached ``dns_ttl`` seconds), in a guarded pool only the
+addresses that may be reached (:func:`~sluice.transport.guarded_resolver.allowed`),
+each tried in turn on a socket with the configured receive buffer.
 """
 
 from __future__ import annotations
 
-import weakref
-from contextvars import ContextVar
-from typing import Any
+import asyncio
+import socket
+import ssl
+from collections.abc import Awaitable, Callable, Sequence
 
-import aiohttp
-from aiohttp.abc import AbstractStreamWriter
-from aiohttp.client_proto import ResponseHandler
-from aiohttp.connector import Connection
-from aiohttp.tracing import Trace
+from sluice.transport.failures import ConnectFailedError
+from sluice.transport.guarded_resolver import (
+    AddrInfo,
+    allowed,
+    system_addresses,
+)
+from sluice.transport.h1_connection import H1Connection
 
-
-class SendState:
-    """One request's progress: ``written`` once all of it reached the socket."""
-
-    __slots__ = ("written",)
-
-    def __init__(self) -> None:
-        self.written = False
+Origin = tuple[str, str, int]
+"""scheme, host, port."""
+Lookup = Callable[[str, int], Awaitable[Sequence[AddrInfo]]]
 
 
-SENDING: ContextVar[SendState | None] = ContextVar("sluice_sending", default=None)
-"""The :class:`SendState` of the request the current task is sending."""
+class ConnectionPool:
+    """One pool of connections: the operator's upstreams, or accounts' own (guarded)."""
 
-
-class TrackedRequest(aiohttp.ClientRequest):
-    """aiohttp's request, noting when its body was written out in full."""
-
-    async def write_bytes(
-        self, writer: AbstractStreamWriter, conn: Connection, content_length: int | None = None
-    ) -> None:
-        await super().write_bytes(writer, conn, content_length)
-        state = SENDING.get()
-        protocol = conn.protocol
-        if state is not None and protocol is not None and protocol.exception() is None:
-            state.written = True  # aiohttp records a failed write on the protocol
-
-
-class PoolConnector(aiohttp.TCPConnector):
-    """:attr:`reused`, read in the task that sent the request: whether the connection
-    it got last had carried a request before."""
-
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self._seen: weakref.WeakSet[ResponseHandler] = weakref.WeakSet()
-        self.reused: ContextVar[bool] = ContextVar(f"sluice_pool_reused_{id(self)}")
-
-    async def connect(
+    def __init__(
         self,
-        req: aiohttp.ClientRequest,
-        traces: list[Trace],
-        timeout: aiohttp.ClientTimeout,  # noqa: ASYNC109 (aiohttp's signature)
-    ) -> Connection:
-        conn = await super().connect(req, traces, timeout)
-        protocol = conn.protocol
-        if protocol is not None:
-            self.reused.set(protocol in self._seen)
-            self._seen.add(protocol)
-        return conn
+        *,
+        guarded: bool,
+        allow_private: bool,
+        receive_buffer: int = 0,
+        keepalive: float = 30.0,
+        dns_ttl: float = 300.0,
+        lookup: Lookup | None = None,
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._guarded = guarded and not allow_private
+        self._receive_buffer = receive_buffer
+        self._keepalive = keepalive
+        self._dns_ttl = dns_ttl
+        self._lookup = lookup or system_addresses
+        self._idle: dict[Origin, list[H1Connection]] = {}
+        self._answers: dict[tuple[str, int], tuple[float, Sequence[AddrInfo]]] = {}
+        self._tls: ssl.SSLContext | None = None
+        self._sweep: asyncio.TimerHandle | None = None
+        self.closed = False
+
+    def take(self, origin: Origin) -> H1Connection | None:
+        """An idle connection to ``origin``, the most recently used first."""
+        idle = self._idle.get(origin)
+        while idle:
+            conn = idle.pop()
+            if not conn.lost:
+                return conn
+        return None
+
+    def give_back(self, origin: Origin, conn: H1Connection) -> None:
+        """A connection whose response was read to its end, for the next request."""
+        if self.closed:
+            conn.close()
+            return
+        conn.idle_since = self._loop.time()
+        self._idle.setdefault(origin, []).append(conn)
+        if self._sweep is None:
+            self._sweep = self._loop.call_later(self._keepalive, self._close_stale)
+
+    def close(self) -> None:
+        self.closed = True
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+        idle, self._idle = self._idle, {}
+        for conns in idle.values():
+            for conn in conns:
+                conn.close()
+
+    def _close_stale(self) -> None:
+        self._sweep = None
+        due = self._loop.time() - self._keepalive
+        for origin, conns in list(self._idle.items()):
+            stale = [c for c in conns if c.idle_since <= due or c.lost]
+            for conn in stale:
+                conns.remove(conn)
+                conn.close()
+            if not conns:
+                del self._idle[origin]
+        if self._idle:
+            self._sweep = self._loop.call_later(self._keepalive, self._close_stale)
+
+    async def open(self, origin: Origin) -> H1Connection:
+        """A new connection to ``origin``; raises :class:`ConnectFailedError`."""
+        scheme, host, port = origin
+        try:
+            answers = await self._addresses(host, port)
+        except OSError as exc:
+            raise ConnectFailedError(exc) from None
+        tls = self._tls_context() if scheme == "https" else None
+        failure: OSError = OSError(f"{host} has no address")
+        for family, type_, proto, _, address in answers:
+            try:
+                sock = socket.socket(family, type_, proto)
+            except OSError as exc:  # out of descriptors
+                raise ConnectFailedError(exc) from None
+            try:
+                if self._receive_buffer:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer)
+                sock.setblocking(False)
+                await self._loop.sock_connect(sock, address)
+                _, conn = await self._loop.create_connection(
+                    H1Connection,
+                    sock=sock,
+                    ssl=tls,
+                    server_hostname=host if tls is not None else None,
+                )
+            except OSError as exc:  # ssl.SSLError is one
+                sock.close()
+                failure = exc
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            return conn
+        raise ConnectFailedError(failure)
+
+    async def _addresses(self, host: str, port: int) -> Sequence[AddrInfo]:
+        """The host's addresses (cached); in a guarded pool only those that may be
+        reached, :class:`DeniedAddressError` when none is left."""
+        now = self._loop.time()
+        cached = self._answers.get((host, port))
+        if cached is not None and cached[0] > now:
+            answers = cached[1]
+        else:
+            answers = await self._lookup(host, port)
+            self._answers[host, port] = (now + self._dns_ttl, answers)
+        if not self._guarded:
+            return answers
+        return allowed(host, answers)
+
+    def _tls_context(self) -> ssl.SSLContext:
+        if self._tls is None:
+            self._tls = ssl.create_default_context()
+        return self._tls

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import logging
 
-import aiohttp
 import pytest
 
 from sluice.errors import UpstreamError
-from sluice.transport.failures import log_failure, log_refusal
+from sluice.transport.failures import ConnectFailedError, log_failure, log_refusal
 
 URLS = [
     ("http://127.0.0.1:9/v1/chat/completions?key=s3cret", "127.0.0.1:9"),
@@ -28,10 +27,7 @@ URLS = [
 def test_a_failure_is_logged_with_its_host_and_port_whatever_the_name(
     url: str, shown: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    refused = aiohttp.ClientConnectorError(
-        aiohttp.client_reqrep.ConnectionKey("h", 1, False, True, None, None, None),
-        ConnectionRefusedError(111, "Connection refused"),
-    )
+    refused = ConnectFailedError(ConnectionRefusedError(111, "Connection refused"))
     with caplog.at_level(logging.WARNING, logger="sluice.upstream"):
         log_failure(url, refused)
         log_refusal(url, 503, UpstreamError("busy", code="upstream_unavailable"))

@@ -4,55 +4,50 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator, Sequence
 
-import aiohttp
 import pytest
-from aiohttp.abc import AbstractResolver, ResolveResult
 
 from sluice.errors import InvalidRequestError
 from sluice.transport.address_policy import CODE_DENIED, CODE_INVALID, UpstreamHost, article
-from sluice.transport.failures import map_client_error
+from sluice.transport.failures import ConnectFailedError, map_client_error
 from sluice.transport.guarded_resolver import (
+    AddrInfo,
     DeniedAddressError,
-    GuardedResolver,
+    allowed,
     check_base_url,
-    guarded_connector,
-    guarded_socket_factory,
-    resolver_lookup,
     system_resolve,
 )
+from sluice.transport.h1_connection import H1Connection
+from sluice.transport.pool import ConnectionPool
 from tests.support.fake_upstream import FakeUpstream, Reply
 
 
-class FakeResolver(AbstractResolver):
+def row(ip: str, port: int = 80) -> AddrInfo:
+    if ":" in ip:
+        return (socket.AF_INET6, socket.SOCK_STREAM, 6, "", (ip, port, 0, 0))
+    return (socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port))
+
+
+class FakeResolver:
     """Answers from a table; each name may answer differently on each lookup."""
 
     def __init__(self, answers: dict[str, list[list[str]]]) -> None:
         self.answers = answers
         self.lookups: list[str] = []
-        self.closed = False
 
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
+    def _next(self, host: str) -> list[str]:
         self.lookups.append(host)
         rounds = self.answers.get(host)
         if not rounds:
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        ips = rounds.pop(0) if len(rounds) > 1 else rounds[0]
-        return [
-            ResolveResult(
-                hostname=host,
-                host=ip,
-                port=port,
-                family=socket.AF_INET6 if ":" in ip else socket.AF_INET,
-                proto=0,
-                flags=socket.AI_NUMERICHOST,
-            )
-            for ip in ips
-        ]
+        return rounds.pop(0) if len(rounds) > 1 else rounds[0]
 
-    async def close(self) -> None:
-        self.closed = True
+    async def addresses(self, host: str, port: int) -> list[AddrInfo]:
+        """The pool's lookup."""
+        return [row(ip, port) for ip in self._next(host)]
+
+    async def resolve(self, host: str, port: int) -> list[str]:
+        """The save-time check's lookup."""
+        return self._next(host)
 
 
 def fixed(table: dict[str, list[str]]) -> FakeResolver:
@@ -70,13 +65,13 @@ async def upstream() -> AsyncIterator[FakeUpstream]:
         await server.close()
 
 
-# --- the resolver wrapper ---------------------------------------------------------------
+# --- which answers may be connected to ----------------------------------------------------
 
 
-async def test_mixed_answer_keeps_only_public_addresses() -> None:
-    inner = fixed({"mixed.test": ["127.0.0.1", "8.8.8.8", "169.254.169.254", "2606:4700::1111"]})
-    answers = await GuardedResolver(inner).resolve("mixed.test", 443)
-    assert [a["host"] for a in answers] == ["8.8.8.8", "2606:4700::1111"]
+def test_mixed_answer_keeps_only_public_addresses() -> None:
+    answers = [row(ip) for ip in ["127.0.0.1", "8.8.8.8", "169.254.169.254", "2606:4700::1111"]]
+    kept = allowed("mixed.test", answers)
+    assert [a[4][0] for a in kept] == ["8.8.8.8", "2606:4700::1111"]
 
 
 @pytest.mark.parametrize(
@@ -86,70 +81,25 @@ async def test_mixed_answer_keeps_only_public_addresses() -> None:
         (["10.0.0.7", "192.168.1.1"], "private"),
         (["169.254.169.254"], "metadata"),
         (["fe80::1%eth0"], "link-local"),
+        (["::1"], "loopback"),
         (["::ffff:127.0.0.1"], "loopback"),
         (["not-an-address"], "unreadable"),
     ],
 )
-async def test_all_denied_answer_is_refused(ips: list[str], reason: str) -> None:
-    resolver = GuardedResolver(fixed({"inside.test": ips}))
+def test_all_denied_answer_is_refused(ips: list[str], reason: str) -> None:
     with pytest.raises(DeniedAddressError) as caught:
-        await resolver.resolve("inside.test", 80)
+        allowed("inside.test", [row(ip) for ip in ips])
     assert isinstance(caught.value, OSError)
     assert caught.value.reason == reason
     assert f"resolves to {article(reason)} address" in str(caught.value)
     assert "inside.test" in str(caught.value)
 
 
-async def test_allow_private_passes_every_answer() -> None:
-    resolver = GuardedResolver(fixed({"lan.test": ["127.0.0.1", "10.0.0.1"]}), allow_private=True)
-    answers = await resolver.resolve("lan.test", 80)
-    assert [a["host"] for a in answers] == ["127.0.0.1", "10.0.0.1"]
-
-
-async def test_unknown_name_error_passes_through_and_close_reaches_inner() -> None:
-    inner = fixed({})
-    resolver = GuardedResolver(inner)
-    with pytest.raises(socket.gaierror):
-        await resolver.resolve("nowhere.test", 80)
-    await resolver.close()
-    assert inner.closed
-
-
-# --- the socket factory -------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "addr_info",
-    [
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 80)),
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("169.254.169.254", 80)),
-        (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", 80, 0, 0)),
-        (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("fe80::1%lo", 80, 0, 1)),
-    ],
-    ids=lambda info: str(info[4][0]),
-)
-def test_socket_factory_refuses_denied_addresses(
-    addr_info: tuple[int, int, int, str, tuple[object, ...]],
-) -> None:
-    with pytest.raises(DeniedAddressError):
-        guarded_socket_factory()(addr_info)
-    guarded_socket_factory(allow_private=True)(addr_info).close()
-
-
-def test_socket_factory_opens_public_addresses() -> None:
-    sock = guarded_socket_factory()((socket.AF_INET, socket.SOCK_STREAM, 6, "", ("8.8.8.8", 443)))
-    try:
-        assert sock.family == socket.AF_INET
-        assert sock.type == socket.SOCK_STREAM
-    finally:
-        sock.close()
-
-
 # --- save time ----------------------------------------------------------------------------
 
 
 async def test_save_time_accepts_a_public_name() -> None:
-    resolve = resolver_lookup(fixed({"api.openai.com": ["104.18.6.192", "2606:4700::6812:6c0"]}))
+    resolve = fixed({"api.openai.com": ["104.18.6.192", "2606:4700::6812:6c0"]}).resolve
     target = await check_base_url("https://api.openai.com/v1", allow_private=False, resolve=resolve)
     assert target == UpstreamHost("api.openai.com", 443, None)
 
@@ -166,7 +116,7 @@ async def test_save_time_accepts_a_public_name() -> None:
     ],
 )
 async def test_save_time_refuses_a_name_resolving_inside(ips: list[str], reason: str) -> None:
-    resolve = resolver_lookup(fixed({"rebind.test": ips}))
+    resolve = fixed({"rebind.test": ips}).resolve
     with pytest.raises(InvalidRequestError) as caught:
         await check_base_url("http://rebind.test/v1", allow_private=False, resolve=resolve)
     assert caught.value.param == "base_url"
@@ -184,7 +134,7 @@ async def test_save_time_refuses_an_unresolvable_name() -> None:
         return []
 
     url = "https://nowhere.test/v1"
-    for resolve in (resolver_lookup(fixed({})), empty):
+    for resolve in (fixed({}).resolve, empty):
         with pytest.raises(InvalidRequestError, match="could not be resolved") as caught:
             await check_base_url(url, allow_private=False, resolve=resolve)
         assert caught.value.code == CODE_INVALID
@@ -194,7 +144,7 @@ async def test_save_time_refuses_an_unresolvable_name() -> None:
 
 async def test_save_time_literals_and_allow_private_need_no_lookup() -> None:
     inner = fixed({"rebind.test": ["127.0.0.1"]})
-    resolve = resolver_lookup(inner)
+    resolve = inner.resolve
     with pytest.raises(InvalidRequestError, match="points to a loopback address"):
         await check_base_url("http://0x7f.0.0.1/", allow_private=False, resolve=resolve)
     await check_base_url("http://8.8.8.8/v1", allow_private=False, resolve=resolve)
@@ -211,20 +161,28 @@ async def test_system_resolve_reads_a_numeric_host_without_dns() -> None:
 # --- connect time, end to end on 127.0.0.1 ------------------------------------------------
 
 
-async def fetch(connector: aiohttp.BaseConnector, url: str) -> str:
-    async with aiohttp.ClientSession(connector=connector) as session:
-        async with session.get(url, allow_redirects=False) as resp:
-            return await resp.text()
+async def fetch(pool: ConnectionPool, host: str, port: int) -> str:
+    conn: H1Connection = await pool.open(("http", host, port))
+    try:
+        await conn.send(f"GET /v1/models HTTP/1.1\r\nhost: {host}\r\n\r\n".encode(), b"")
+        return (await conn.read()).decode()
+    finally:
+        conn.close()
+
+
+async def refused(pool: ConnectionPool, host: str, port: int) -> ConnectFailedError:
+    with pytest.raises(ConnectFailedError) as caught:
+        await fetch(pool, host, port)
+    return caught.value
 
 
 async def test_name_resolving_to_loopback_cannot_connect(upstream: FakeUpstream) -> None:
     resolver = fixed({"rebind.test": ["127.0.0.1"]})
-    connector = guarded_connector(resolver=resolver)
-    with pytest.raises(aiohttp.ClientConnectorError) as caught:
-        await fetch(connector, f"http://rebind.test:{upstream.port}/v1/models")
-    assert isinstance(caught.value.os_error, DeniedAddressError)
+    pool = ConnectionPool(guarded=True, allow_private=False, lookup=resolver.addresses)
+    failure = await refused(pool, "rebind.test", upstream.port)
+    assert isinstance(failure.os_error, DeniedAddressError)
     assert upstream.requests == []
-    mapped = map_client_error(caught.value, connecting=True)
+    mapped = map_client_error(failure, connecting=True)
     assert (mapped.type, mapped.code) == ("upstream_error", "upstream_connect_failed")
 
 
@@ -232,27 +190,35 @@ async def test_dns_rebinding_after_save_time_check_cannot_connect(upstream: Fake
     """The name answers a public address when saved, then loopback when connected to."""
     resolver = FakeResolver({"rebind.test": [["8.8.8.8"], ["127.0.0.1"]]})
     url = f"http://rebind.test:{upstream.port}/v1/models"
-    await check_base_url(url, allow_private=False, resolve=resolver_lookup(resolver))
-    with pytest.raises(aiohttp.ClientConnectorError):
-        await fetch(guarded_connector(resolver=resolver), url)
+    await check_base_url(url, allow_private=False, resolve=resolver.resolve)
+    pool = ConnectionPool(guarded=True, allow_private=False, lookup=resolver.addresses)
+    await refused(pool, "rebind.test", upstream.port)
     assert resolver.lookups == ["rebind.test", "rebind.test"]
     assert upstream.requests == []
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "[::ffff:127.0.0.1]"])
+@pytest.mark.parametrize("host", ["127.0.0.1", "::ffff:127.0.0.1"])
 async def test_ip_literal_cannot_connect(upstream: FakeUpstream, host: str) -> None:
-    """Literals skip the resolver; the socket factory still refuses them."""
-    resolver = fixed({})
-    with pytest.raises(aiohttp.ClientConnectorError) as caught:
-        await fetch(guarded_connector(resolver=resolver), f"http://{host}:{upstream.port}/")
-    assert isinstance(caught.value.os_error, DeniedAddressError)
-    assert resolver.lookups == []
+    """A literal resolves to itself and is checked like any answer."""
+    pool = ConnectionPool(guarded=True, allow_private=False)
+    failure = await refused(pool, host, upstream.port)
+    assert isinstance(failure.os_error, DeniedAddressError)
     assert upstream.requests == []
+
+
+async def test_an_unknown_name_is_a_connect_failure() -> None:
+    pool = ConnectionPool(guarded=True, allow_private=False, lookup=fixed({}).addresses)
+    failure = await refused(pool, "nowhere.test", 80)
+    assert isinstance(failure.os_error, socket.gaierror)
 
 
 async def test_allow_private_connects(upstream: FakeUpstream) -> None:
     resolver = fixed({"rebind.test": ["127.0.0.1"]})
-    connector = guarded_connector(allow_private=True, resolver=resolver)
-    body = await fetch(connector, f"http://rebind.test:{upstream.port}/v1/models")
-    assert body == "reached"
+    pool = ConnectionPool(guarded=True, allow_private=True, lookup=resolver.addresses)
+    assert await fetch(pool, "rebind.test", upstream.port) == "reached"
     assert [r.path for r in upstream.requests] == ["/v1/models"]
+
+
+async def test_the_operators_pool_is_not_guarded(upstream: FakeUpstream) -> None:
+    pool = ConnectionPool(guarded=False, allow_private=False)
+    assert await fetch(pool, "127.0.0.1", upstream.port) == "reached"

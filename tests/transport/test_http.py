@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
-import time
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -61,14 +59,6 @@ class Server:
             return
         finally:
             writer.close()
-
-
-@pytest.fixture
-async def transport() -> AsyncIterator[HttpTransport]:
-    client = HttpTransport("sluice-test", time.monotonic, allow_private_upstreams=True)
-    await client.start()
-    yield client
-    await client.close()
 
 
 async def call(transport: HttpTransport, port: int, body: bytes = b'{"a":1}', **how: bool) -> int:
