@@ -178,6 +178,8 @@ class Exchange:
         to the priced ones) and the credit hold, on the work's estimate and demand, not
         the request's body. Returns the output guardrails that apply."""
         services, principal = self.services, state.principal
+        if services.log.behind:  # the books first: docs/metering.md#what-a-crash-can-lose
+            await services.log.catch_up()
         view = await services.tenants.view(principal.account_id)
         _check_models(state.req, principal.policy, view.planner)
         subject = token_subject(services, principal, self.counted)

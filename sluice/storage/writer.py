@@ -10,6 +10,14 @@ only that row is dropped. The same task reclaims expired holds now and then and,
 :class:`~sluice.storage.retention.Retention`, prunes the request log: one short batch
 between its writes, so a long prune never holds up a settlement for more than that.
 ``close`` drains what is queued.
+
+The queue is bounded in time, not only in memory: once more is queued than a batch
+should hold (:attr:`WriteBehind.behind`), new requests wait for the next batch to land
+(:meth:`WriteBehind.catch_up`, at most ``_CATCH_UP_WAIT``). A writer that falls behind a
+busy event loop (SQLite's thread waits for the GIL at every statement step) would
+otherwise let the charges clients were told of pile up unwritten, and a crash would
+lose them (docs/metering.md#what-a-crash-can-lose). Waiting idles the loop, which is
+what lets the writing thread catch up.
 """
 
 from __future__ import annotations
@@ -26,6 +34,13 @@ from sluice.storage.retention import Pruner, Retention
 
 _log = logging.getLogger("sluice.storage")
 _RETRIES = 5
+_BEHIND_SETTLEMENTS = 64
+"""Settlements queued, beyond the batch being written, that make new requests wait."""
+_BEHIND_RECORDS = 512
+"""Request-log rows queued, likewise (the log is larger and its lag costs no money)."""
+_CATCH_UP_WAIT = 1.0
+"""The longest a request waits for the writer: a database that fails for longer (its
+writes retried) must not stop traffic that has nothing to settle."""
 _Row = TypeVar("_Row")
 
 
@@ -101,6 +116,26 @@ class WriteBehind:
         while response_id in self._kept_ids:
             await self._batch_written.wait()
 
+    @property
+    def behind(self) -> bool:
+        """More is queued than the writer should hold: new requests :meth:`catch_up`."""
+        return (
+            len(self._settlements) >= _BEHIND_SETTLEMENTS or len(self._records) >= _BEHIND_RECORDS
+        )
+
+    async def catch_up(self) -> None:
+        """Wait (at most ``_CATCH_UP_WAIT``) until the writer is no longer :attr:`behind`."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + _CATCH_UP_WAIT
+        while self.behind and self._task is not None and not self._task.done():
+            left = until - loop.time()
+            if left <= 0:
+                return
+            try:
+                await asyncio.wait_for(self._batch_written.wait(), left)
+            except TimeoutError:
+                return
+
     async def flush(self) -> None:
         """Wait until everything queued so far is written (tests, shutdown)."""
         await self._idle.wait()
@@ -164,9 +199,8 @@ class WriteBehind:
             if kept:
                 await self._write("stored response", self._store.save_responses, kept)
                 self._kept_ids.difference_update(r.id for r in kept)
-            if records or kept:
-                written, self._batch_written = self._batch_written, asyncio.Event()
-                written.set()
+            written, self._batch_written = self._batch_written, asyncio.Event()
+            written.set()
 
     async def _write(
         self, what: str, write: Callable[[list[_Row]], Awaitable[None]], rows: list[_Row]

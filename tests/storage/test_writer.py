@@ -137,3 +137,52 @@ async def test_a_kept_response_can_be_read_back_under_steady_load(tmp_path: Path
         await writer.close()
         await store.close()
     assert found is not None and bytes(found.response) == b'{"id":"resp_mine"}'
+
+
+class GatedStore(SqliteStore):
+    """Settles only when the gate is open: a writer that has fallen behind."""
+
+    gate: asyncio.Event
+
+    async def settle(self, settlements: list[Settlement]) -> None:
+        await self.gate.wait()
+        await super().settle(settlements)
+
+
+async def test_a_writer_behind_holds_new_requests_until_its_next_batch_lands(
+    tmp_path: Path,
+) -> None:
+    """Past a batch's worth of queued settlements the writer is ``behind``; ``catch_up``
+    returns once the queue is written, and at most after its bound if it never is."""
+    store = GatedStore(tmp_path / "db.sqlite")
+    store.gate = asyncio.Event()
+    await store.open()
+    await store.migrate()
+    writer = WriteBehind(store, time.time, interval=0.001)
+    writer.start()
+
+    def settle(n: int) -> None:
+        writer.settle(Settlement(f"hold_{n}", "acct_x", "key_1", f"req_{n}", 0, 5))
+
+    try:
+        settle(0)
+        await asyncio.sleep(0.05)  # the writer took it and waits at the gate
+        for n in range(1, 64):
+            settle(n)
+        assert not writer.behind
+        settle(64)
+        assert writer.behind
+        started = time.monotonic()
+        await writer.catch_up()  # the gate stays shut: the wait is bounded
+        assert 0.9 < time.monotonic() - started < 3
+        waiting = asyncio.ensure_future(writer.catch_up())
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        store.gate.set()
+        async with asyncio.timeout(5):
+            await waiting
+        assert not writer.behind
+    finally:
+        store.gate.set()
+        await writer.close()
+        await store.close()
