@@ -23,6 +23,7 @@ what lets the writing thread catch up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -68,6 +69,8 @@ class WriteBehind:
         self._kept: list[StoredResponse] = []
         self._kept_ids: set[str] = set()
         self._wake = asyncio.Event()
+        self._full = asyncio.Event()
+        """Set while :attr:`behind`: the writer stops gathering and writes."""
         self._idle = asyncio.Event()
         self._idle.set()
         self._batch_written = asyncio.Event()
@@ -97,12 +100,16 @@ class WriteBehind:
         self._settlements.append(settlement)
         self._idle.clear()
         self._wake.set()
+        if len(self._settlements) >= _BEHIND_SETTLEMENTS:
+            self._full.set()
 
     def log(self, record: RequestRecord) -> None:
         self._records.append(record)
         self._pending_ids.add(record.id)
         self._idle.clear()
         self._wake.set()
+        if len(self._records) >= _BEHIND_RECORDS:
+            self._full.set()
 
     def keep(self, response: StoredResponse) -> None:
         """A stored response, written with the next batch."""
@@ -185,7 +192,9 @@ class WriteBehind:
                     await asyncio.wait_for(self._wake.wait(), pause)
                 except TimeoutError:
                     continue
-                await asyncio.sleep(self._interval)  # gather a batch
+                with contextlib.suppress(TimeoutError):  # gather a batch, unless behind
+                    await asyncio.wait_for(self._full.wait(), self._interval)
+            self._full.clear()
             settlements, self._settlements = self._settlements, []
             records, self._records = self._records, []
             kept, self._kept = self._kept, []
