@@ -100,7 +100,7 @@ class WriteBehind:
         self._settlements.append(settlement)
         self._idle.clear()
         self._wake.set()
-        if len(self._settlements) >= _BEHIND_SETTLEMENTS:
+        if self.behind:
             self._full.set()
 
     def log(self, record: RequestRecord) -> None:
@@ -108,7 +108,7 @@ class WriteBehind:
         self._pending_ids.add(record.id)
         self._idle.clear()
         self._wake.set()
-        if len(self._records) >= _BEHIND_RECORDS:
+        if self.behind:
             self._full.set()
 
     def keep(self, response: StoredResponse) -> None:

@@ -74,9 +74,6 @@ class H1Connection(asyncio.Protocol):
             self._fail(UnreadableResponseError(str(exc)))
             self.close()
 
-    def eof_received(self) -> bool:
-        return False
-
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         if self._head is not None and not self._done:
