@@ -19,12 +19,13 @@ from collections.abc import Callable, Collection, Iterator
 from types import MappingProxyType
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from sluice.core.money import usd_from_nano
+from sluice.exchange.metric_series import Families
 from sluice.exchange.tasks import Tasks
 from sluice.routing.attempts import AttemptRecord
 from sluice.routing.breaker import Breaker, State
@@ -33,8 +34,6 @@ from sluice.storage.base import RequestRecord
 _log = logging.getLogger("sluice.server")
 
 _STATE_VALUE = MappingProxyType({State.CLOSED: 0.0, State.HALF_OPEN: 1.0, State.OPEN: 2.0})
-_TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
-_RATE_BUCKETS = (1.0, 5.0, 10.0, 20.0, 40.0, 60.0, 100.0, 150.0, 250.0, 500.0, 1000.0)
 _REFUSALS = MappingProxyType(
     {
         "rate_limit_error": "rate_limit",
@@ -140,107 +139,6 @@ class ConnectionStats:
         return self.ttft_seconds / self.ttft_count * 1000 if self.ttft_count else None
 
 
-class _Families:
-    """The registry and its series: one per process, whatever the config."""
-
-    def __init__(self, breaker: Breaker, clock: Callable[[], float]) -> None:
-        self.breaker = breaker
-        self.clock = clock
-        self.registry = CollectorRegistry()
-        self.requests = Counter(
-            "sluice_requests",
-            "Requests answered, by path and HTTP status (499: client gone).",
-            ["path", "status"],
-            registry=self.registry,
-        )
-        self.attempts = Counter(
-            "sluice_upstream_attempts",
-            "Upstream attempts by connection and outcome.",
-            ["connection", "outcome"],
-            registry=self.registry,
-        )
-        self.streams = Gauge(
-            "sluice_streams_in_flight", "Streams being relayed now.", registry=self.registry
-        )
-        self.ttft = Histogram(
-            "sluice_time_to_first_token_seconds",
-            "From the request's arrival to its first content event.",
-            buckets=_TTFT_BUCKETS,
-            registry=self.registry,
-        )
-        served = ["front_door", "model", "provider", "connection"]
-        self.answered = Counter(
-            "sluice_model_requests",
-            "Requests that ran, by front door, the model that served them (none: no model "
-            "served), its provider and connection, and outcome.",
-            [*served, "outcome"],
-            registry=self.registry,
-        )
-        self.duration = Histogram(
-            "sluice_request_duration_seconds",
-            "From a request's arrival to its end, by what served it.",
-            served,
-            buckets=_TTFT_BUCKETS,
-            registry=self.registry,
-        )
-        self.served_ttft = Histogram(
-            "sluice_served_time_to_first_token_seconds",
-            "Time to first token of the requests that got one, by what served them.",
-            served,
-            buckets=_TTFT_BUCKETS,
-            registry=self.registry,
-        )
-        self.rate = Histogram(
-            "sluice_tokens_per_second",
-            "Streamed completion tokens per second after the first, by what served them.",
-            served,
-            buckets=_RATE_BUCKETS,
-            registry=self.registry,
-        )
-        self.tokens = Counter(
-            "sluice_tokens",
-            "Tokens by model and kind (prompt, completion, cached: part of prompt).",
-            ["model", "kind"],
-            registry=self.registry,
-        )
-        self.cost = Counter(
-            "sluice_cost_usd",
-            "What the requests cost, by model.",
-            ["model"],
-            registry=self.registry,
-        )
-        self.refused = Counter(
-            "sluice_refusals",
-            "Requests refused before any upstream call, by reason (rate_limit, budget, "
-            "guardrail, permission).",
-            ["reason"],
-            registry=self.registry,
-        )
-        self.failovers = Counter(
-            "sluice_failovers",
-            "Attempts a request moved on from to its plan's next (failed before the "
-            "first event, or skipped by the breaker), by their connection.",
-            ["connection"],
-            registry=self.registry,
-        )
-        self.cancellations = Counter(
-            "sluice_cancellations",
-            "Requests whose client left, their upstream call cancelled.",
-            registry=self.registry,
-        )
-        self.drains = Counter(
-            "sluice_drains",
-            "Requests whose client left mid-stream, the rest read on unsent (ended drains).",
-            registry=self.registry,
-        )
-        self.blocks = Counter(
-            "sluice_guardrail_blocks",
-            "Requests a guardrail blocked, by guardrail and stage (input, output).",
-            ["guardrail", "stage"],
-            registry=self.registry,
-        )
-
-
 class Metrics:
     """The process's metrics as one config labels them: ``operators`` are the ids of
     the operator's connections, the ones labelled by id. A reload relabels
@@ -251,7 +149,7 @@ class Metrics:
     def __init__(
         self, breaker: Breaker, clock: Callable[[], float], operators: Collection[str]
     ) -> None:
-        self._families = _Families(breaker, clock)
+        self._families = Families(breaker, clock)
         self._operators = operators
         self.streams = self._families.streams
 
@@ -266,9 +164,9 @@ class Metrics:
 
     def request(self, path: str, status: int, attempts: list[AttemptRecord]) -> None:
         families = self._families
-        families.requests.labels(path, str(status)).inc()
+        families.requests(path, str(status)).inc()
         for attempt in attempts:
-            families.attempts.labels(self._connection(attempt.connection), attempt.outcome).inc()
+            families.attempts(self._connection(attempt.connection), attempt.outcome).inc()
 
     def ran(self, record: RequestRecord) -> None:
         """A request that went through an exchange: what served it, its tokens, its cost,
@@ -284,12 +182,12 @@ class Metrics:
 
     def _served(self, record: RequestRecord, served: tuple[str, str, str, str]) -> None:
         families = self._families
-        families.answered.labels(*served, record.status).inc()
-        families.duration.labels(*served).observe(record.duration_ms / 1000)
+        families.answered(*served, record.status).inc()
+        families.duration(*served).observe(record.duration_ms / 1000)
         if record.ttft_ms is not None and record.served_model is not None:
-            families.served_ttft.labels(*served).observe(record.ttft_ms / 1000)
+            families.served_ttft(*served).observe(record.ttft_ms / 1000)
         if record.tokens_per_second is not None:
-            families.rate.labels(*served).observe(record.tokens_per_second)
+            families.rate(*served).observe(record.tokens_per_second)
 
     def _used(self, record: RequestRecord, model: str) -> None:
         families = self._families
@@ -299,45 +197,45 @@ class Metrics:
             ("cached", record.cached_tokens),
         ):
             if count:
-                families.tokens.labels(model, kind).inc(count)
+                families.tokens(model, kind).inc(count)
         if record.cost:
-            families.cost.labels(model).inc(record.cost)
+            families.cost(model).inc(record.cost)
 
     def _events(self, record: RequestRecord) -> None:
         """Refusals, failovers (every attempt but the last), a client leaving, blocks."""
         families = self._families
         reason = _REFUSALS.get(record.error_type or "")
         if reason is not None and not record.attempts:
-            families.refused.labels(reason).inc()
+            families.refused(reason).inc()
         for attempt in record.attempts[:-1]:
-            families.failovers.labels(self._connection(str(attempt["connection"]))).inc()
+            families.failovers(self._connection(str(attempt["connection"]))).inc()
         if record.disconnect == "cancel":
             families.cancellations.inc()
         elif record.disconnect == "drain":
             families.drains.inc()
         for note in record.guardrails:
             if note["outcome"] == "blocked":
-                families.blocks.labels(note["name"], note["stage"]).inc()
+                families.blocks(note["name"], note["stage"]).inc()
 
     def refusal(self, error_type: str) -> None:
         """A call refused before an exchange took it (past its request limit)."""
         reason = _REFUSALS.get(error_type)
         if reason is not None:
-            self._families.refused.labels(reason).inc()
+            self._families.refused(reason).inc()
 
     def by_connection(self) -> dict[str, ConnectionStats]:
         """Per connection label, since the process started: upstream attempts (a
         skipped one is none), those that failed, the mean time to first token served."""
         families = self._families
         stats: dict[str, ConnectionStats] = {}
-        for sample in _samples(families.attempts):
+        for sample in _samples(families.attempts.family):
             conn, outcome = sample.labels["connection"], sample.labels["outcome"]
             if not sample.name.endswith("_total") or outcome == "skipped":
                 continue
             seen = stats.setdefault(conn, ConnectionStats())
             seen.attempts += int(sample.value)
             seen.failed += 0 if outcome == "served" else int(sample.value)
-        for sample in _samples(families.served_ttft):
+        for sample in _samples(families.served_ttft.family):
             seen = stats.setdefault(sample.labels["connection"], ConnectionStats())
             if sample.name.endswith("_sum"):
                 seen.ttft_seconds += sample.value
