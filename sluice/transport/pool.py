@@ -4,7 +4,10 @@ A :class:`ConnectionPool` hands out an idle connection to the same origin when i
 one (idle ones are closed after ``keepalive`` seconds) and opens new ones: the host's
 addresses (cached ``dns_ttl`` seconds), in a guarded pool only the
 addresses that may be reached (:func:`~sluice.transport.guarded_resolver.allowed`),
-each tried in turn on a socket with the configured receive buffer.
+raced by Happy Eyeballs (RFC 8305: the next address is tried 250 ms after the one
+before, families interleaved, the first to connect wins), each on a socket with the
+configured receive buffer. Without the race an address that swallows connection
+attempts (an IPv6 route that goes nowhere) cost the whole connect timeout.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import asyncio
 import socket
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
+
+from aiohappyeyeballs import start_connection
 
 from sluice.transport.failures import ConnectFailedError
 from sluice.transport.guarded_resolver import (
@@ -25,6 +30,9 @@ from sluice.transport.h1_connection import H1Connection
 Origin = tuple[str, str, int]
 """scheme, host, port."""
 Lookup = Callable[[str, int], Awaitable[Sequence[AddrInfo]]]
+HAPPY_EYEBALLS_DELAY = 0.25
+"""Seconds before the next address is tried while one is still connecting (RFC 8305's
+recommended delay, and aiohttp's)."""
 
 
 class ConnectionPool:
@@ -102,32 +110,38 @@ class ConnectionPool:
         except OSError as exc:
             raise ConnectFailedError(exc) from None
         tls = self._tls_context() if scheme == "https" else None
-        failure: OSError = OSError(f"{host} has no address")
-        for family, type_, proto, _, address in answers:
+        try:
+            sock = await start_connection(
+                answers,
+                happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY,
+                interleave=1,
+                socket_factory=self._socket,
+            )
+        except OSError as exc:
+            raise ConnectFailedError(exc) from None
+        try:
+            _, conn = await self._loop.create_connection(
+                H1Connection, sock=sock, ssl=tls, server_hostname=host if tls else None
+            )
+        except OSError as exc:  # ssl.SSLError is one
+            sock.close()
+            raise ConnectFailedError(exc) from None
+        except BaseException:
+            sock.close()
+            raise
+        return conn
+
+    def _socket(self, answer: AddrInfo) -> socket.socket:
+        """A socket for one address, its receive buffer set before it connects."""
+        family, type_, proto, _, _ = answer
+        sock = socket.socket(family, type_, proto)
+        if self._receive_buffer:
             try:
-                sock = socket.socket(family, type_, proto)
-            except OSError as exc:  # out of descriptors
-                raise ConnectFailedError(exc) from None
-            try:
-                if self._receive_buffer:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer)
-                sock.setblocking(False)
-                await self._loop.sock_connect(sock, address)
-                _, conn = await self._loop.create_connection(
-                    H1Connection,
-                    sock=sock,
-                    ssl=tls,
-                    server_hostname=host if tls is not None else None,
-                )
-            except OSError as exc:  # ssl.SSLError is one
-                sock.close()
-                failure = exc
-                continue
-            except BaseException:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer)
+            except OSError:
                 sock.close()
                 raise
-            return conn
-        raise ConnectFailedError(failure)
+        return sock
 
     async def _addresses(self, host: str, port: int) -> Sequence[AddrInfo]:
         """The host's addresses (cached); in a guarded pool only those that may be

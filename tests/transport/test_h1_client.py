@@ -4,7 +4,9 @@ a response may use, keep-alive reuse and expiry, and the answers it refuses."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
+import socket
 import ssl
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +17,7 @@ import trustme
 from sluice.core.connection import Timeouts
 from sluice.core.upstream_request import UpstreamRequest
 from sluice.errors import UpstreamError
+from sluice.transport.guarded_resolver import AddrInfo
 from sluice.transport.http import HttpTransport
 from sluice.transport.pool import ConnectionPool
 
@@ -214,6 +217,49 @@ async def test_idle_connections_are_closed_after_the_keepalive() -> None:
         assert conn.lost and server.closed == 1
         assert pool.take(origin) is None
         pool.close()
+
+
+def swallowing_address() -> tuple[socket.socket, list[socket.socket], tuple[str, int]]:
+    """A listener whose accept queue is full: connection attempts to it hang (the
+    kernel drops their SYNs), as to an address whose route goes nowhere."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    address = listener.getsockname()
+    queued = []
+    for _ in range(3):
+        sock = socket.socket()
+        sock.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            sock.connect(address)
+        queued.append(sock)
+    return listener, queued, address
+
+
+async def test_an_address_that_swallows_connections_does_not_hold_up_the_next() -> None:
+    server = Server(fixed(b"HTTP/1.1 204 No Content\r\n\r\n"))
+    listening, port = await serving(server)
+    listener, queued, dead = swallowing_address()
+    answers: list[AddrInfo] = [
+        (socket.AF_INET, socket.SOCK_STREAM, 6, "", dead),
+        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port)),
+    ]
+
+    async def lookup(host: str, port: int) -> list[AddrInfo]:
+        return answers
+
+    pool = ConnectionPool(guarded=False, allow_private=True, lookup=lookup)
+    try:
+        async with listening, asyncio.timeout(10):  # tried in turn: SYN retries, minutes
+            conn = await pool.open(("http", "upstream.test", port))
+            await conn.send(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n", b"")
+            assert await conn.read() == b""
+            assert conn.status == 204 and server.connections == 1
+            conn.close()
+    finally:
+        pool.close()
+        for sock in [listener, *queued]:
+            sock.close()
 
 
 async def test_tls_upstreams_are_verified(
