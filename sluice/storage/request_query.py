@@ -2,7 +2,8 @@
 
 A page reads one index range, newest first by ``(created_at, id)``: the index its
 filters lead to (an account's own, led by ``account_id``, whenever the listing is
-one account's, so it never reads another tenant's rows), narrowed by ``since``,
+one account's, so it never reads another tenant's rows; a key's own index holds one
+account's rows already), narrowed by ``since``,
 ``until`` and the position to resume after. Those rows, at most ``examine`` of them,
 are *examined*; the filters the index did not serve are applied to them, and the page
 is the newest ``limit + 1`` that pass. A trailing row says how many were examined and
@@ -26,26 +27,36 @@ from sluice.storage.base import RequestFilters, RequestPosition, RequestRecord
 from sluice.storage.dialect import Params, SqlDialect
 
 _NEWEST: Final = "ORDER BY created_at DESC, id DESC"
+UNINDEXED_STATUS: Final = "complete"
+"""The status nearly every row has. The status indexes leave it out (their upkeep is
+paid on every write); a listing of it reads the log by time, where nearly every row
+passes."""
 _RECORD: Final = msgspec.json.Decoder(RequestRecord)
 
 Page = tuple[list[RequestRecord], RequestPosition | None]
 
 
 class _Range(NamedTuple):
-    """One field's index range: ``field = value``, through the index named ``short``."""
+    """One field's index range: ``field = value``, through the index named ``short``;
+    ``one_account``: a value belongs to one account (its index needs no account lead);
+    ``leaves_out``: the value the index leaves out (the range says so, for the
+    planner to match the partial index)."""
 
     field: str
     value: str
     short: str
+    one_account: bool = False
+    leaves_out: str | None = None
 
 
 def _lead(filters: RequestFilters) -> tuple[_Range, ...]:
-    """The ranges a page reads: the first filter of key, status, model, provider (a
-    model filter: the requested and the served model's two); none: the log by time."""
+    """The ranges a page reads: the first indexed filter of key, status, model,
+    provider (a model filter: the requested and the served model's two); none: the log
+    by time."""
     if filters.key_id is not None:
-        return (_Range("key_id", filters.key_id, "key"),)
-    if filters.status is not None:
-        return (_Range("status", filters.status, "status"),)
+        return (_Range("key_id", filters.key_id, "key", one_account=True),)
+    if filters.status is not None and filters.status != UNINDEXED_STATUS:
+        return (_Range("status", filters.status, "status", leaves_out=UNINDEXED_STATUS),)
     if filters.model is not None:
         return (
             _Range("requested_model", filters.model, "requested"),
@@ -56,9 +67,15 @@ def _lead(filters: RequestFilters) -> tuple[_Range, ...]:
     return ()
 
 
+def _by_account(filters: RequestFilters, lead: _Range | None) -> bool:
+    """Whether a range is read through an index led by the account: one account's
+    listing, unless the lead's value belongs to that account alone."""
+    return filters.account_id is not None and (lead is None or not lead.one_account)
+
+
 def _index(filters: RequestFilters, lead: _Range | None) -> str:
-    """The index a range is read through: led by the account when there is one."""
-    if filters.account_id is None:
+    """The index a range is read through: led by the account when :func:`_by_account`."""
+    if not _by_account(filters, lead):
         return "request_log_newest" if lead is None else f"request_log_{lead.short}_newest"
     return "request_log_account_newest" if lead is None else f"request_log_account_{lead.short}"
 
@@ -69,10 +86,12 @@ def _range(
     """One index range: its rows' ``(id, created_at)``, newest first (no ``LIMIT``)."""
     dialect = arg.dialect
     where = []
-    if filters.account_id is not None:
+    if _by_account(filters, lead):
         where.append(f"account_id = {arg(filters.account_id)}")
     if lead is not None:
         where.append(f"{dialect.field.format(lead.field)} = {arg(lead.value)}")
+        if lead.leaves_out is not None:  # a fixed name, never a client's value
+            where.append(f"{dialect.field.format(lead.field)} <> '{lead.leaves_out}'")
     if filters.since is not None:
         where.append(f"created_at >= {arg(filters.since)}")
     if filters.until is not None:
@@ -103,8 +122,12 @@ def _residual(arg: Params, filters: RequestFilters) -> list[str]:
     """The filters the examined range did not serve, on the record itself (``record``
     is the log's row: the examined rows carry only their position)."""
     field = arg.dialect.field
-    served = {one.field for one in _lead(filters)}
-    where = [
+    lead = _lead(filters)
+    served = {one.field for one in lead}
+    where = []
+    if filters.account_id is not None and not _by_account(filters, lead[0] if lead else None):
+        where.append(f"account_id = {arg(filters.account_id)}")
+    where += [
         f"{field.format(name)} = {arg(value)}"
         for name in ("key_id", "status", "provider")
         if (value := getattr(filters, name)) is not None and name not in served

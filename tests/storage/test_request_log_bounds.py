@@ -55,13 +55,26 @@ async def index_columns(store: Store) -> dict[str, str]:
 
 
 async def test_each_listing_filter_has_an_index_led_by_the_account(store: Store) -> None:
+    """A key's own index serves too: a key belongs to one account."""
+    indexes = await index_columns(store)
     second = {  # the column after account_id of each index led by it
         sql.split("(account_id, ", 1)[1].split(", created_at", 1)[0]
-        for sql in (await index_columns(store)).values()
+        for sql in indexes.values()
         if "(account_id, " in sql
     }
-    for field in FIELDS:
+    for field in FIELDS.keys() - {"key_id"}:
         assert [column for column in second if f"{field}'" in column], (field, second)
+    assert not [column for column in second if "key_id'" in column], second
+    assert "key_id'" in indexes["request_log_key_newest"]
+
+
+async def test_the_status_indexes_leave_out_the_status_nearly_every_row_has(
+    store: Store,
+) -> None:
+    indexes = await index_columns(store)
+    for name in ("request_log_status_newest", "request_log_account_status"):
+        where = indexes[name].split(" WHERE ", 1)[1].replace("!=", "<>")
+        assert "<> 'complete'" in where and "status'" in where, indexes[name]
 
 
 async def plan(store: Store, filters: RequestFilters) -> str:
@@ -80,7 +93,7 @@ async def plan(store: Store, filters: RequestFilters) -> str:
     ("filters", "indexes"),
     [
         (RequestFilters(status="error"), ["request_log_account_status"]),
-        (RequestFilters(key_id="key_acct_a"), ["request_log_account_key"]),
+        (RequestFilters(key_id="key_acct_a"), ["request_log_key_newest"]),
         (RequestFilters(provider="anthropic"), ["request_log_account_provider"]),
         (
             RequestFilters(model="test/big"),
@@ -96,7 +109,6 @@ async def test_an_accounts_filtered_listing_reads_its_own_index_past_foreign_row
     """The issue's case: a few rows of one account among many of another's with the
     same status; planned on the field's global index, the listing walked them all."""
     foreign = [row(n, "acct_big", status="error", provider="anthropic") for n in range(3000)]
-    foreign += [row(n, "acct_big", key_id="key_acct_a") for n in range(3000, 3100)]
     await store.write_requests(foreign + [row(n) for n in range(3)])
     if isinstance(store, PostgresStore):
         await store.pool.execute("ANALYZE request_log")
@@ -135,9 +147,16 @@ async def pages_of(
             lambda r: "test/big" in (r.requested_model, r.served_model),
         ),
         # across accounts: the field's own index
-        (RequestFilters(provider="anthropic", status="complete"), lambda r: r.status == "complete"),
+        (RequestFilters(provider="anthropic", status="error"), lambda r: r.status == "error"),
+        # the status nearly every row has is left out of its index: the model's are read
+        (
+            RequestFilters(
+                account_id="acct_a", status="complete", model="test/big", provider="anthropic"
+            ),
+            lambda r: "test/big" in (r.requested_model, r.served_model),
+        ),
     ],
-    ids=["account-status", "account-model", "every-account"],
+    ids=["account-status", "account-model", "every-account", "account-complete"],
 )
 async def test_a_page_reads_at_most_its_bound_and_paging_on_finds_every_row(
     store: Store, filters: RequestFilters, scanned: object
@@ -150,7 +169,9 @@ async def test_a_page_reads_at_most_its_bound_and_paging_on_finds_every_row(
     examine, limit = 12, 5
     pages = await pages_of(store, filters, limit, examine)
     every = [r for records, _ in pages for r in records]
-    assert every == [r for r in read if r.provider == "anthropic" and r in mine]
+    assert every == [
+        r for r in read if r.provider == "anthropic" and filters.status in (None, r.status)
+    ]
     assert any(len(records) < limit and resume for records, resume in pages)  # came up short
     start = 0
     for records, resume in pages:
@@ -171,9 +192,21 @@ async def test_a_page_whose_filters_its_index_serves_is_never_cut_short(store: S
 
 
 async def test_a_short_page_may_be_empty_and_still_say_where_to_resume(store: Store) -> None:
-    await store.write_requests([row(n, status="complete", provider="openai") for n in range(40)])
-    filters = RequestFilters(account_id="acct_a", status="complete", provider="gemini")
+    await store.write_requests([row(n, status="error", provider="openai") for n in range(40)])
+    filters = RequestFilters(account_id="acct_a", status="error", provider="gemini")
     pages = await pages_of(store, filters, 5, examine=10)
     assert [records for records, _ in pages] == [[]] * 5
     assert [resume is None for _, resume in pages] == [False] * 4 + [True]
     assert await store.list_requests(filters, 5, None) == []  # the CLI pages on by itself
+
+
+async def test_a_listing_by_another_accounts_key_finds_none_of_its_rows(store: Store) -> None:
+    """The key's own index is read without the account's lead: the account is still
+    checked on every row."""
+    await store.write_requests([row(n) for n in range(5)] + [row(n, "acct_b") for n in range(5)])
+    theirs = RequestFilters(account_id="acct_a", key_id="key_acct_b")
+    assert await store.list_requests(theirs, 50, None) == []
+    mine = await store.list_requests(
+        RequestFilters(account_id="acct_a", key_id="key_acct_a"), 50, None
+    )
+    assert [r.id for r in mine] == [r.id for r in newest_first([row(n) for n in range(5)])]
