@@ -11,7 +11,7 @@ import time
 from typing import Any, NamedTuple
 
 from sluice.accounts.keys import key_digest, key_prefix, new_key
-from sluice.ids import random_id
+from sluice.ids import ordered_id
 from sluice.storage.base import HoldRequest, RequestRecord, Settlement, Store
 
 DAY = 86400
@@ -56,12 +56,12 @@ async def make_fleet(store: Store, start: int) -> Fleet:
     accounts: dict[str, tuple[str, bool]] = {}
     keys: list[Key] = []
     for name, weight, n_keys, metered in ACCOUNTS:
-        account_id = random_id("acct")
+        account_id = ordered_id("acct")
         await store.create_account(account_id, name, metered=metered, credits=10**18, now=start)
         accounts[name] = (account_id, metered)
         shares = [1 / (i + 1) ** 3 for i in range(n_keys)]
         for i, share in enumerate(shares):
-            secret, key_id = new_key(os.urandom(32)), random_id("key")
+            secret, key_id = new_key(os.urandom(32)), ordered_id("key")
             digest, prefix = key_digest(secret), key_prefix(secret)
             await store.add_key(key_id, account_id=account_id, key_digest=digest,
                                 prefix=prefix, name=f"{name}-{i}", now=start)  # fmt: skip
@@ -80,7 +80,7 @@ def make_record(rng: random.Random, key: Key, created_at: int) -> tuple[RequestR
     attempt |= {"provider": provider, "outcome": "upstream_error" if failed else "served"}
     # fmt: off
     record = RequestRecord(
-        id=random_id("req"), account_id=key.account_id, key_id=key.id, created_at=created_at,
+        id=ordered_id("req"), account_id=key.account_id, key_id=key.id, created_at=created_at,
         requested_model=model, served_model=model, route=model, provider=provider,
         connection=f"conn_{provider}", attempts=[attempt | {"latency_ms": 180.0}],
         status=status, stream=rng.random() < 0.7,
@@ -100,7 +100,7 @@ async def charge_batch(store: Store, batch: list[tuple[RequestRecord, int]]) -> 
     """A hold per request (placed concurrently, as requests in flight place them), then
     one settlement of the whole batch, dated when the request was made."""
     holds = [
-        HoldRequest(random_id("hold"), r.account_id, r.key_id, r.id, charge + 10**6,
+        HoldRequest(ordered_id("hold"), r.account_id, r.key_id, r.id, charge + 10**6,
                     r.created_at, r.created_at + 3600)
         for r, charge in batch
     ]  # fmt: skip

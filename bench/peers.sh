@@ -11,7 +11,9 @@
 # Env: REPS (3) DURATION (5) KIT (../shared/bench) LITELLM (path to a `litellm` binary,
 #      in its own venv: pip install 'litellm[proxy]'; skipped when absent)
 #      PG_ADMIN (postgresql://postgres@127.0.0.1:5432/postgres) PROFILE (a directory: a
-#      py-spy flame graph of each Sluice target, when py-spy is installed)
+#      py-spy profile of each Sluice target, when py-spy is installed: raw folded stacks,
+#      sampled only while a thread holds the GIL, so a C call that releases it, such as
+#      os.urandom or a SQLite step, is not counted as Python time)
 # Writes raw JSON lines to bench/results/peers-<date>.jsonl and prints one table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,7 +71,7 @@ sluice() {  # label storage-url [metered]
   local spy=()
   if [ -n "${PROFILE:-}" ] && command -v py-spy >/dev/null; then
     mkdir -p "$PROFILE"
-    py-spy record -p "${pids[-1]}" -r 200 -f raw -o "$PROFILE/$1.txt" >/dev/null 2>&1 &
+    py-spy record --gil -p "${pids[-1]}" -r 200 -f raw -o "$PROFILE/$1.txt" >/dev/null 2>&1 &
     spy=($!)
   fi
   run "$1" http://127.0.0.1:8787/v1/chat/completions "$key" fake-model

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from sluice.ids import random_id
+from sluice.ids import ordered_id
 from sluice.storage.base import RequestRecord
 from sluice.storage.factory import open_store
 
@@ -37,7 +37,7 @@ class Spread(NamedTuple):
 def _rows(n: int, start: int, spread: Spread) -> list[RequestRecord]:
     return [
         RequestRecord(
-            id=random_id("req"), account_id=f"acct_{i % spread.accounts:03d}",
+            id=ordered_id("req"), account_id=f"acct_{i % spread.accounts:03d}",
             key_id=f"key_{i % spread.keys}", created_at=1_800_000_000 + i // spread.per_second,
             requested_model="test/gpt-fake", served_model="gpt-fake", provider="conn_fake",
             status="complete", http_status=200,

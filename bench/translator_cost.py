@@ -12,7 +12,7 @@ import time
 if len(sys.argv) > 1:
     sys.path.insert(0, sys.argv[1])
 
-from sluice.ids import random_id
+from sluice.ids import ordered_id
 from sluice.providers.openai_stream import OpenAIStreamTranslator
 
 HEAD = b'data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":'
@@ -30,7 +30,7 @@ def main() -> None:
     for _ in range(7):
         started = time.perf_counter()
         for _ in range(STREAMS):
-            translator = OpenAIStreamTranslator(random_id)
+            translator = OpenAIStreamTranslator(ordered_id)
             for data in STREAM:
                 translator.feed(data)
             translator.finish()

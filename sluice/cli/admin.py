@@ -19,7 +19,7 @@ from sluice.cli.state import run_on_store
 from sluice.core.money import NANO_PER_USD, nano_from_usd_text
 from sluice.core.principal import NO_ACCOUNT_POLICY, AccountPolicy
 from sluice.errors import ApiError
-from sluice.ids import random_id
+from sluice.ids import ordered_id
 from sluice.storage.base import Account, Store
 from sluice.storage.reconcile import Mismatch
 
@@ -107,7 +107,7 @@ def accounts_create(
 
     async def work(store: Store) -> Account:
         return await store.create_account(
-            random_id("acct"),
+            ordered_id("acct"),
             name,
             metered=True,
             credits=amount,

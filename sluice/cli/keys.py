@@ -31,7 +31,7 @@ from sluice.cli.admin import _run, config_option, home_option
 from sluice.cli.allowance import allowance_changes, allowance_options, checked, given
 from sluice.core.principal import NO_POLICY
 from sluice.errors import ApiError
-from sluice.ids import random_id
+from sluice.ids import ordered_id
 from sluice.storage.base import KeyInfo, Store
 
 
@@ -96,7 +96,7 @@ def keys_create(
         if account is None:
             raise click.ClickException(f"no account named {account_name!r}")
         await store.add_key(
-            random_id("key"),
+            ordered_id("key"),
             account_id=account.id,
             key_digest=key_digest(key),
             prefix=key_prefix(key),

@@ -35,7 +35,7 @@ from sluice.errors import (
     MethodNotAllowedError,
     NotFoundError,
 )
-from sluice.ids import random_id
+from sluice.ids import ordered_id
 from sluice.providers.registry import ProviderSpec, provider_spec, upstream_base_url
 from sluice.server.admin_common import decode_json, find_account, send_json
 from sluice.server.admin_keys import key_endpoints
@@ -139,7 +139,7 @@ async def _accounts_and_keys(gw: GatewayContext, call: Call, parts: list[str], n
             if credits < 0:
                 raise InvalidRequestError("Starting credits cannot be negative.", param="credits")
             account = await gw.store.create_account(
-                random_id("acct"),
+                ordered_id("acct"),
                 new.name,
                 metered=new.metered,
                 credits=credits,

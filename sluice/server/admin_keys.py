@@ -25,7 +25,7 @@ from sluice.accounts.keys import (
 from sluice.accounts.policy import KeyChanges, apply_changes, key_doc
 from sluice.core.principal import NO_POLICY
 from sluice.errors import ConflictError, InvalidRequestError, NotFoundError
-from sluice.ids import random_id
+from sluice.ids import ordered_id
 from sluice.server.admin_common import decode_json, find_account, send_json
 from sluice.server.pages import (
     CursorInt,
@@ -131,7 +131,7 @@ async def key_endpoints(gw: GatewayContext, call: Call, parts: list[str], now: i
         case ["accounts", name, "keys"] if method == "POST":
             account = await find_account(gw, name)
             label, policy = apply_changes(decode_json(body, KeyChanges), None, NO_POLICY)
-            key, key_id = new_key(os.urandom(32)), random_id("key")
+            key, key_id = new_key(os.urandom(32)), ordered_id("key")
             await gw.store.add_key(
                 key_id,
                 account_id=account.id,

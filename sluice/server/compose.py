@@ -23,7 +23,7 @@ from sluice.exchange.tasks import Tasks
 from sluice.exchange.telemetry import build_telemetry
 from sluice.exchange.tenants import Tenants
 from sluice.guardrails.selection import Guardrails
-from sluice.ids import IdFactory, random_id
+from sluice.ids import IdFactory, ordered_id
 from sluice.limits.base import Limiter
 from sluice.limits.stores.memory import MemoryLimiter
 from sluice.limits.stores.redis import RedisLimiter
@@ -168,7 +168,7 @@ def create_app(
     store: Store,
     *,
     source: SettingsSource | None = None,
-    new_id: IdFactory = random_id,
+    new_id: IdFactory = ordered_id,
     wall_clock: Callable[[], float] = time.time,
     clock: Callable[[], float] = time.monotonic,
     rng: Random | None = None,

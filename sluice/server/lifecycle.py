@@ -11,7 +11,7 @@ import msgspec
 
 from sluice.accounts.dev_key import DevKey, ensure_dev_key
 from sluice.config import listen_address
-from sluice.ids import IdFactory, random_id
+from sluice.ids import IdFactory, ordered_id
 from sluice.server.app import Gateway
 from sluice.server.compose import create_app
 from sluice.server.listener import Listener, listen
@@ -61,7 +61,7 @@ async def start_gateway(
     settings: Settings,
     *,
     source: SettingsSource | None = None,
-    new_id: IdFactory = random_id,
+    new_id: IdFactory = ordered_id,
     wall_clock: Callable[[], float] = time.time,
     reuse_port: bool = False,
 ) -> RunningGateway:

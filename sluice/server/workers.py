@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 
 from sluice.accounts.dev_key import DevKey, ensure_dev_key
-from sluice.ids import random_id
+from sluice.ids import ordered_id
 from sluice.settings import Settings
 from sluice.storage.factory import open_store
 
@@ -76,7 +76,7 @@ async def prepare_storage(settings: Settings) -> DevKey | None:
         if settings.server.dev_key is not True:
             return None
         return await ensure_dev_key(
-            store, settings.home, random_id, os.urandom(32), int(time.time())
+            store, settings.home, ordered_id, os.urandom(32), int(time.time())
         )
     finally:
         await store.close()
