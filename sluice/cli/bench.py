@@ -145,7 +145,7 @@ def bench_command(
     from rich.console import Console
 
     if plot is not None and importlib.util.find_spec("matplotlib") is None:
-        raise click.UsageError("--plot needs the plot extra: pip install 'sluice[plot]'")
+        raise click.UsageError("--plot needs the plot extra: pip install 'sluice-gateway[plot]'")
     key = resolve_api_key(api_key, url)
     progress = Console(stderr=True)
     client = AsyncChatClient(url, key, retry=NO_RETRY)

@@ -1,6 +1,6 @@
 """The ``sluice`` command.
 
-The client commands (``chat``, ``bench``, ``replay``) need only ``pip install sluice``.
+The client commands (``chat``, ``bench``, ``replay``) need only ``pip install sluice-gateway``.
 The gateway's commands are imported when one is run: without the ``server`` extra
 they are still listed, and running one says which install it needs.
 """
@@ -18,7 +18,7 @@ from sluice.cli.chat import chat_command
 from sluice.cli.record import record_command
 from sluice.cli.replay import replay_command
 
-SERVER_EXTRA = "pip install 'sluice[server]'"
+SERVER_EXTRA = "pip install 'sluice-gateway[server]'"
 GATEWAY_COMMANDS = MappingProxyType(
     {
         "serve": ("sluice.cli.serve", "serve"),

@@ -21,7 +21,7 @@ from sluice.storage.base import RequestRecord
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
-EXTRA_HINT = "pip install 'sluice[telemetry]'"
+EXTRA_HINT = "pip install 'sluice-gateway[telemetry]'"
 
 
 class RequestTrace(Protocol):

@@ -54,5 +54,5 @@ def _check_signing(connections: Sequence[ConnectionSettings]) -> None:
     if signed and importlib.util.find_spec("botocore") is None:
         raise ConfigError(
             f"connection {signed[0]!r} signs its requests for AWS, which needs the aws "
-            "extra: pip install 'sluice[aws]'"
+            "extra: pip install 'sluice-gateway[aws]'"
         )

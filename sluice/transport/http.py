@@ -345,7 +345,7 @@ class HttpTransport:
 
 AWS_EXTRA_MISSING = (
     "This connection signs its requests for AWS, which needs the aws extra: "
-    "pip install 'sluice[aws]' (botocore: SigV4 and the AWS credential chain)."
+    "pip install 'sluice-gateway[aws]' (botocore: SigV4 and the AWS credential chain)."
 )
 
 

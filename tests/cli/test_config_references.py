@@ -100,7 +100,7 @@ def test_an_aws_signed_connection_without_the_aws_extra_names_it(
     result = CliRunner().invoke(main, ["serve", "--config", str(config), "--home", str(tmp_path)])
     assert result.exit_code == 1
     assert "connection 'conn_b' signs its requests for AWS" in result.output
-    assert "pip install 'sluice[aws]'" in result.output
+    assert "pip install 'sluice-gateway[aws]'" in result.output
 
 
 def test_signing_without_botocore_fails_the_request_naming_the_extra(
@@ -109,4 +109,4 @@ def test_signing_without_botocore_fails_the_request_naming_the_extra(
     monkeypatch.setitem(sys.modules, "sluice.transport.aws_sigv4", None)  # import fails
     with pytest.raises(UpstreamError) as info:
         aws_signer(time.monotonic)
-    assert "pip install 'sluice[aws]'" in info.value.message
+    assert "pip install 'sluice-gateway[aws]'" in info.value.message

@@ -49,12 +49,12 @@ def venv(where: Path, requirement: str) -> Path:
 
 
 def wheel(dist: Path) -> Path:
-    [found] = dist.glob(f"sluice-{__version__}-py3-none-any.whl")
+    [found] = dist.glob(f"sluice_gateway-{__version__}-py3-none-any.whl")
     return found
 
 
 def test_both_distributions_build_at_the_packages_version(dist: Path) -> None:
-    assert wheel(dist).exists() and (dist / f"sluice-{__version__}.tar.gz").exists()
+    assert wheel(dist).exists() and (dist / f"sluice_gateway-{__version__}.tar.gz").exists()
     with zipfile.ZipFile(wheel(dist)) as shipped:
         names = set(shipped.namelist())
     assert {"sluice/web/toolkit.js", "sluice/routing/catalog.toml", "sluice/py.typed"} <= names
@@ -114,8 +114,8 @@ def test_the_client_install_is_small_and_leaves_the_gateway_out(dist: Path, tmp_
     assert run(bin_dir / "python", "-c", "import sluice.client", cwd=tmp_path).returncode == 0
     assert run(bin_dir / "sluice", "chat", "--help", cwd=tmp_path).returncode == 0
     serve = run(bin_dir / "sluice", "serve", cwd=tmp_path)
-    assert serve.returncode == 1 and "pip install 'sluice[server]'" in serve.stderr
+    assert serve.returncode == 1 and "pip install 'sluice-gateway[server]'" in serve.stderr
     plot = run(bin_dir / "sluice", "bench", "m", "--plot", tmp_path / "p.png", cwd=tmp_path)
-    assert plot.returncode == 2 and "pip install 'sluice[plot]'" in plot.stderr
+    assert plot.returncode == 2 and "pip install 'sluice-gateway[plot]'" in plot.stderr
     version = run(bin_dir / "sluice", "--version", cwd=tmp_path)
     assert version.stdout.strip() == f"sluice, version {__version__}"

@@ -415,7 +415,7 @@ def test_without_the_extra_startup_names_it(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delitem(sys.modules, "sluice.exchange.otel", raising=False)
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)
     settings = TelemetrySettings("http://c:4318/v1/traces")
-    with pytest.raises(ConfigError, match=r"pip install 'sluice\[telemetry\]'"):
+    with pytest.raises(ConfigError, match=r"pip install 'sluice-gateway\[telemetry\]'"):
         build_telemetry(settings)
 
 
