@@ -85,9 +85,10 @@ def charge(usage: TokenUsage, rate: Rate) -> int:
 
 def hold_amount(demand: Demand, candidates: Sequence[tuple[CatalogModel, Rate]]) -> int:
     """The most a request of this demand can cost on any target it may be served by:
-    the prompt's token ceiling plus the output ceiling (the request's, else the
-    model's) per answer, at that target's rate, the prompt at its dearest (a cache
-    write may cost more than input). Unpriced targets cost nothing."""
+    the prompt's token ceiling plus the output ceiling (the request's, lowered to the
+    model's as the request sent there is, else the model's) per answer, at that
+    target's rate, the prompt at its dearest (a cache write may cost more than input).
+    Unpriced targets cost nothing."""
     prompt = demand.prompt_ceiling
     most = 0
     for model, rate in candidates:
@@ -97,6 +98,8 @@ def hold_amount(demand: Demand, candidates: Sequence[tuple[CatalogModel, Rate]])
         ceiling = demand.output_ceiling
         if ceiling is None:
             ceiling = model.max_output_tokens or DEFAULT_OUTPUT_CEILING
+        elif model.max_output_tokens is not None:
+            ceiling = min(ceiling, model.max_output_tokens)
         usage = TokenUsage(
             prompt_tokens=prompt,
             cache_write_tokens=prompt if price.cache_write > price.input else 0,

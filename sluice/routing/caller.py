@@ -224,7 +224,10 @@ class UpstreamCaller:
         self, req: ChatRequest, attempt: Attempt, fresh: bool, extra: Mapping[str, str]
     ) -> UpstreamResponse:
         adapter = self._registry.adapter(attempt.target.connection.provider)
-        upstream = adapter.build_request(req, attempt.target)
+        # a cap above the model's own is lowered to it, each target to its own limit
+        upstream = adapter.build_request(
+            req.capped(attempt.model.max_output_tokens), attempt.target
+        )
         return await self._deliver(adapter, upstream, attempt, fresh, extra)
 
     async def _deliver(

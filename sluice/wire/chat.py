@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from msgspec import UNSET, Meta, Raw, Struct, UnsetType
+from msgspec import UNSET, Meta, Raw, Struct, UnsetType, structs
 
 from sluice.errors import InvalidRequestError
 from sluice.wire.bounds import MAX_MESSAGES, MAX_TOOLS
@@ -184,6 +184,18 @@ class ChatRequest(_Wire, forbid_unknown_fields=True):
             if isinstance(value, int):
                 return value
         return None
+
+    def capped(self, limit: int | None) -> ChatRequest:
+        """This request with each output cap above ``limit`` (a model's
+        ``max_output_tokens``) lowered to it; itself when none asks for more."""
+        if limit is None:
+            return self
+        lowered = {
+            name: limit
+            for name in ("max_tokens", "max_completion_tokens")
+            if isinstance(value := getattr(self, name), int) and value > limit
+        }
+        return structs.replace(self, **lowered) if lowered else self
 
     @property
     def stop_sequences(self) -> list[str]:

@@ -318,6 +318,8 @@ PROMPT = 3 + 4 + 2  # reply priming + one message's framing + 2 bytes of text
             ],
             2_009_000,
         ),
+        # the request sent there asks for the model's 10 at most (routing/caller.py)
+        (request(max_tokens=100_000), [(model(max_output=10), Rate(LIST, "list"))], 29_000),
     ],
     ids=[
         "max-tokens",
@@ -332,6 +334,7 @@ PROMPT = 3 + 4 + 2  # reply priming + one message's framing + 2 bytes of text
         "all-unpriced",
         "dearest-candidate",
         "largest-model-ceiling",
+        "request-above-model-lowered",
     ],
 )
 def test_hold_amount(
