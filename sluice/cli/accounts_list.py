@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from sluice.accounts.policy import account_spent, allowance_doc
 from sluice.cli.admin import accounts, config_option, home_option
 from sluice.cli.output import print_table
 from sluice.cli.state import run_on_store
-from sluice.core.money import NANO_PER_USD, usd_from_nano
+from sluice.core.money import usd_from_nano, usd_text
 from sluice.storage.base import Account, Store
 
 PAGE = 500
@@ -56,12 +55,6 @@ def account_doc(account: Account, spent: int | None = None) -> dict[str, object]
         **allowance_doc(account.policy, spent),
         "created_at": account.created_at,
     }
-
-
-def usd_text(nano: int) -> str:
-    """Dollars with at least 2 decimals and as many more (up to 9) as the amount has."""
-    whole, _, cents = f"{Decimal(abs(nano)) / NANO_PER_USD:.9f}".partition(".")
-    return f"{'-' if nano < 0 else ''}${whole}.{cents.rstrip('0').ljust(2, '0')}"
 
 
 def _table(listed: list[tuple[Account, int | None]]) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Awaitable, Callable
-from decimal import Decimal
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,7 +15,7 @@ import msgspec
 from sluice.accounts.policy import ACCOUNT_NAME, AllowanceChanges, apply_account_changes
 from sluice.cli.allowance import allowance_changes, allowance_options, checked
 from sluice.cli.state import run_on_store
-from sluice.core.money import NANO_PER_USD, nano_from_usd_text
+from sluice.core.money import nano_from_usd_text, usd_text
 from sluice.core.principal import NO_ACCOUNT_POLICY, AccountPolicy
 from sluice.errors import ApiError
 from sluice.ids import ordered_id
@@ -43,10 +42,6 @@ def usd_to_nano(text: str) -> int:
         raise click.BadParameter(str(exc)) from None
 
 
-def nano_to_usd(nano: int) -> str:
-    return f"{Decimal(nano) / NANO_PER_USD:.9f}"
-
-
 def _run(config_path: Path | None, home: str | None, work: Callable[[Store], Awaitable[_T]]) -> _T:
     """``work`` on the gateway's existing database (exit 2 when there is none)."""
     return run_on_store(config_path, home, work)
@@ -57,9 +52,9 @@ def _show(account: Account) -> str:
         [
             f"account:     {account.name} ({account.id})",
             f"metered:     {'yes' if account.metered else 'no'}",
-            f"balance:     ${nano_to_usd(account.balance)}",
-            f"held:        ${nano_to_usd(account.held)} in {account.open_holds} open holds",
-            f"available:   ${nano_to_usd(account.available)}",
+            f"balance:     {usd_text(account.balance)}",
+            f"held:        {usd_text(account.held)} in {account.open_holds} open holds",
+            f"available:   {usd_text(account.available)}",
             *_allowance_lines(account.policy),
         ]
     )
@@ -68,7 +63,7 @@ def _show(account: Account) -> str:
 def _allowance_lines(policy: AccountPolicy) -> list[str]:
     lines = []
     if policy.budget is not None:
-        lines.append(f"budget:      ${nano_to_usd(policy.budget)} ({policy.budget_period})")
+        lines.append(f"budget:      {usd_text(policy.budget)} ({policy.budget_period})")
     for name in ("rpm", "tpm"):
         value = getattr(policy, name)
         if value is not None:
@@ -187,12 +182,10 @@ def ledger() -> None:
 
 def _mismatch_line(m: Mismatch) -> str:
     if m.what == "negative_charges":
-        return f"{m.account}: charges credited {nano_to_usd(m.stored)} (a charge is never negative)"
+        return f"{m.account}: charges credited {usd_text(m.stored)} (a charge is never negative)"
     if m.what == "charges_beyond_holds":
-        return f"{m.account}: holds charged {nano_to_usd(m.stored)} beyond their amounts"
-    return (
-        f"{m.account}: {m.what} is {nano_to_usd(m.stored)}, ledger says {nano_to_usd(m.expected)}"
-    )
+        return f"{m.account}: holds charged {usd_text(m.stored)} beyond their amounts"
+    return f"{m.account}: {m.what} is {usd_text(m.stored)}, ledger says {usd_text(m.expected)}"
 
 
 @ledger.command("reconcile")

@@ -11,6 +11,13 @@ def usd_from_nano(nano: int) -> float:
     return nano / NANO_PER_USD
 
 
+def usd_text(nano: int) -> str:
+    """Money as people read it: ``$15.00``, ``-$15.00``, ``$0.005``, ``$0.000000001``: at
+    least 2 decimals and as many more (up to 9) as the amount has, exactly."""
+    whole, _, cents = f"{Decimal(abs(nano)) / NANO_PER_USD:.9f}".partition(".")
+    return f"{'-' if nano < 0 else ''}${whole}.{cents.rstrip('0').ljust(2, '0')}"
+
+
 MAX_AMOUNT_USD = 10**9
 """The largest amount one credit or debit may move, and the largest balance either way
 (in nano-USD, :data:`MAX_BALANCE_NANO`, far inside int64 with every hold beside it)."""

@@ -30,7 +30,8 @@ def admitted(decision: Decision, headers: Headers) -> Decision:
     headers.extend(rate_limit_headers(decision))
     if not decision.allowed:
         raise RateLimitError(
-            f"Rate limit reached for {', '.join(decision.exceeded)}.",
+            f"Rate limit reached for {', '.join(decision.exceeded)}: "
+            f"{'; '.join(decision.limits)}; retry in {decision.retry_after:.1f} s.",
             code="rate_limit_exceeded",
             retry_after=decision.retry_after,
         )

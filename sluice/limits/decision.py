@@ -84,6 +84,9 @@ class Decision(msgspec.Struct, frozen=True):
     tokens: Quota | None = None
     exceeded: tuple[str, ...] = ()
     """Names of the lines that had no room, e.g. ``("account:tokens",)``."""
+    limits: tuple[str, ...] = ()
+    """Those lines' limits as people read them, e.g. ``"this account's limit of 5,000
+    tokens a minute"``."""
     ticket: Ticket | None = None
     """For ``finish``; ``None`` when denied."""
 
@@ -135,6 +138,18 @@ def _quota(lines: list[Line], debts: list[int], dimension: Dimension) -> Quota |
     return min(quotas, key=lambda q: (q.remaining, -q.reset_ms), default=None)
 
 
+_OWNERS = {"key": "this API key's", "account": "this account's"}
+_WINDOWS = {1_000: "a second", 60_000: "a minute", 3_600_000: "an hour", 86_400_000: "a day"}
+
+
+def limit_text(line: Line) -> str:
+    """``"this API key's limit of 60 requests a minute"``."""
+    limit, window_ms = line.bucket.limit, line.bucket.window_ms
+    unit = line.dimension if limit != 1 else line.dimension.removesuffix("s")
+    per = _WINDOWS.get(window_ms) or f"per {window_ms / 1000:g} s"
+    return f"{_OWNERS[line.name.split(':', 1)[0]]} limit of {limit:,} {unit} {per}"
+
+
 def decide(ticket: Ticket, lines: list[Line], debts: list[int], allowed: bool) -> Decision:
     """The decision from the debts after admission (allowed) or as found (denied)."""
     requests, tokens = _quota(lines, debts, "requests"), _quota(lines, debts, "tokens")
@@ -143,10 +158,12 @@ def decide(ticket: Ticket, lines: list[Line], debts: list[int], allowed: bool) -
     waits = [
         line.bucket.wait_ms(debt, line.amount) for line, debt in zip(lines, debts, strict=True)
     ]
+    full = [line for line, wait in zip(lines, waits, strict=True) if wait > 0]
     return Decision(
         False,
         retry_after=max(waits) / 1000,
         requests=requests,
         tokens=tokens,
-        exceeded=tuple(line.name for line, wait in zip(lines, waits, strict=True) if wait > 0),
+        exceeded=tuple(line.name for line in full),
+        limits=tuple(limit_text(line) for line in full),
     )

@@ -16,7 +16,7 @@ from typing import NoReturn
 
 import msgspec
 
-from sluice.core.money import usd_from_nano
+from sluice.core.money import usd_text
 from sluice.core.principal import Allowance, Principal, period_start
 from sluice.errors import BudgetExceededError
 from sluice.ids import IdFactory
@@ -120,7 +120,7 @@ class Meter:
         assumed = "with its max_tokens" if capped else "with the model's longest answer"
         raise BudgetExceededError(
             f"The account's available credits do not cover this request "
-            f"(up to ${usd_from_nano(amount):.6f} {assumed}; a lower max_tokens holds less).",
+            f"(up to {usd_text(amount)} {assumed}; a lower max_tokens holds less).",
             code="insufficient_credits",
         )
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
-from sluice.core.money import NANO_PER_USD
+from sluice.core.money import usd_text
 from sluice.errors import BudgetExceededError
 
 KEY_SPENT_SQL = (
@@ -40,18 +40,23 @@ class AccountBudgetExceededError(BudgetExceededError):
     default_code = "account_budget_exceeded"
 
 
-def key_budget_error(limit: int) -> KeyBudgetExceededError:
-    return KeyBudgetExceededError(
-        f"This API key's budget (${limit / NANO_PER_USD:.2f} this period) does not cover "
-        "this request."
+def _short_of(whose: str, limit: int, used: int, amount: int) -> str:
+    return (
+        f"{whose} budget ({usd_text(limit)} this period) does not cover this request: "
+        f"{usd_text(max(used, 0))} is already charged or held, and this request holds up "
+        f"to {usd_text(amount)} until it is settled at its actual cost (a lower max_tokens "
+        "holds less)."
     )
 
 
-def account_budget_error(limit: int) -> AccountBudgetExceededError:
-    return AccountBudgetExceededError(
-        f"This account's budget (${limit / NANO_PER_USD:.2f} this period) does not cover "
-        "this request."
-    )
+def key_budget_error(limit: int, used: int, amount: int) -> KeyBudgetExceededError:
+    """``used``: charged and held this period; ``amount``: the refused hold."""
+    return KeyBudgetExceededError(_short_of("This API key's", limit, used, amount))
+
+
+def account_budget_error(limit: int, used: int, amount: int) -> AccountBudgetExceededError:
+    """As :func:`key_budget_error`, for the account's budget."""
+    return AccountBudgetExceededError(_short_of("This account's", limit, used, amount))
 
 
 class Budget(msgspec.Struct, frozen=True):

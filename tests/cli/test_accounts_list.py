@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from sluice.cli.accounts_list import all_accounts, usd_text
+from sluice.cli.accounts_list import all_accounts
 from sluice.cli.main import main
+from sluice.core.money import usd_text
 from sluice.storage.factory import open_store
 
 

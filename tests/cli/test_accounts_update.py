@@ -34,7 +34,7 @@ def test_create_update_and_clear_an_accounts_policy(tmp_path: Path) -> None:
     assert run(tmp_path, "init").exit_code == 0
     made = run(tmp_path, "accounts", "create", "team", "--budget", "25", "--rpm", "60")
     assert made.exit_code == 0, made.output
-    assert "budget:      $25.000000000 (never)" in made.output and "rpm:         60" in made.output
+    assert "budget:      $25.00 (never)" in made.output and "rpm:         60" in made.output
     updated = run(
         tmp_path, "accounts", "update", "team", "--budget-period", "monthly", "--tpm", "5000",
         "--meta", "owner=search", "--rpm", "none",
@@ -44,7 +44,7 @@ def test_create_update_and_clear_an_accounts_policy(tmp_path: Path) -> None:
         tpm=5000, budget=25 * USD, budget_period="monthly", metadata={"owner": "search"}
     )
     shown = run(tmp_path, "accounts", "show", "team").output
-    assert "budget:      $25.000000000 (monthly)" in shown and "tpm:         5000" in shown
+    assert "budget:      $25.00 (monthly)" in shown and "tpm:         5000" in shown
     listed = json.loads(run(tmp_path, "accounts", "list", "--json").output)
     assert [(a["budget"], a["tpm"], a["metadata"], a["spent"]) for a in listed] == [
         (25.0, 5000, {"owner": "search"}, 0.0)  # spent: as the admin API's listing has it
@@ -70,7 +70,17 @@ def test_a_negative_credit_removes_credits_as_typed(tmp_path: Path) -> None:
     assert run(tmp_path, "accounts", "create", "team", "--credits", "5").exit_code == 0
     taken = run(tmp_path, "accounts", "credit", "team", "-2")  # not read as an option
     assert taken.exit_code == 0, taken.output
-    assert "3.000000000" in run(tmp_path, "accounts", "show", "team").output
+    assert "balance:     $3.00\n" in run(tmp_path, "accounts", "show", "team").output
+
+
+def test_money_prints_as_money_below_zero_and_to_the_nano_dollar(tmp_path: Path) -> None:
+    """An operator's debit may take an account below zero (docs/admin.md); it was
+    printed ``$-15.000000000``."""
+    assert run(tmp_path, "init").exit_code == 0
+    assert run(tmp_path, "accounts", "create", "team", "--credits", "5").exit_code == 0
+    assert run(tmp_path, "accounts", "credit", "team", "-20.000000001").exit_code == 0
+    shown = run(tmp_path, "accounts", "show", "team").output
+    assert "balance:     -$15.000000001\n" in shown and "available:   -$15.000000001\n" in shown
 
 
 def test_negative_starting_credits_are_refused_as_the_admin_api_refuses_them(

@@ -226,7 +226,8 @@ async def test_a_rate_limited_request_is_refused_before_anything_is_held(tmp_pat
         ("retry-after", "60"),
     ]
     assert json.loads(client.body)["error"] == {
-        "message": "Rate limit reached for key:requests.",
+        "message": "Rate limit reached for key:requests: this API key's limit of 1 request "
+        "a minute; retry in 60.0 s.",
         "type": "rate_limit_error",
         "param": None,
         "code": "rate_limit_exceeded",

@@ -130,6 +130,10 @@ async def test_a_keys_own_rate_limit_takes_effect_on_its_next_request(
     assert limited.json()["rpm"] == 1
     assert second.status == 200 and second.headers["x-ratelimit-limit-requests"] == "1"
     assert third.status == 429 and third.json()["error"]["code"] == "rate_limit_exceeded"
+    # the limit itself is stated (it read "Rate limit reached for key:requests.")
+    assert third.json()["error"]["message"].startswith(
+        "Rate limit reached for key:requests: this API key's limit of 1 request a minute; retry in "
+    ), third.json()["error"]["message"]
     assert fourth.status == 200
 
 
@@ -151,6 +155,11 @@ async def test_a_key_budget_is_held_against_and_refused_with_402(
     assert refused.status == 402
     error = refused.json()["error"]
     assert (error["type"], error["code"]) == ("budget_exceeded", "key_budget_exceeded")
+    # the budget as set (it read "$0.00 this period"), what was used, and the hold
+    assert error["message"].startswith(
+        "This API key's budget ($0.000001 this period) does not cover this request: "
+        "$0.00 is already charged or held, and this request holds up to $0.0"
+    ), error["message"]
     assert raised.json()["budget"] == 2.0
     assert served.status == 200 and len(fake.requests) == 1
     assert account["balance"] < 5  # the served request was charged to the account

@@ -163,7 +163,7 @@ async def _place_budgeted_hold(
         await conn.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", _KEY_LOCK, hold.key_id)
         used = await conn.fetchval(KEY_USED_SQL.format("$1", "$2"), hold.key_id, budget.since)
         if int(used) + hold.amount > budget.limit:
-            raise key_budget_error(budget.limit)
+            raise key_budget_error(budget.limit, int(used), hold.amount)
     budget = hold.account_budget
     if budget is not None:
         await conn.execute("SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", hold.account_id)
@@ -171,7 +171,7 @@ async def _place_budgeted_hold(
             ACCOUNT_USED_SQL.format("$1", "$2"), hold.account_id, budget.since
         )
         if used is not None and int(used) + hold.amount > budget.limit:
-            raise account_budget_error(budget.limit)
+            raise account_budget_error(budget.limit, int(used), hold.amount)
     return bool(await conn.fetchval(_PLACE_HOLD, *_hold_args(hold)))
 
 

@@ -92,13 +92,13 @@ class SqliteLedger(SqliteBase):
                     KEY_USED_SQL.format("?", "?"), (hold.key_id, hold.key_id, budget.since)
                 )
                 if row is not None and int(row[0]) + hold.amount > budget.limit:
-                    raise key_budget_error(budget.limit)
+                    raise key_budget_error(budget.limit, int(row[0]), hold.amount)
             budget = hold.account_budget
             if budget is not None:
                 args = (hold.account_id, budget.since, hold.account_id)
                 row = tx.one(ACCOUNT_USED_SQL.format("?", "?"), args)
                 if row is not None and int(row[0]) + hold.amount > budget.limit:
-                    raise account_budget_error(budget.limit)
+                    raise account_budget_error(budget.limit, int(row[0]), hold.amount)
             if not tx.execute(
                 "UPDATE accounts SET held = held + ? WHERE id = ? AND balance - held >= ?",
                 (hold.amount, hold.account_id, hold.amount),
