@@ -109,9 +109,15 @@ def keys_create(
     click.echo(key)
 
 
+def _as_listed(text: str) -> str:
+    """A prefix as ``keys list`` prints it (``sk-sluice-AbCd…``) is that prefix."""
+    return text.removesuffix("…").removesuffix("...")
+
+
 def _long_enough(_ctx: click.Context, _param: click.Parameter, prefix: str) -> str:
     """A key prefix names one key only from ``sk-sluice-`` and 4 more characters on (the
-    admin API's rule)."""
+    admin API's rule); its trailing ``…`` as listed is dropped."""
+    prefix = _as_listed(prefix)
     if len(prefix) < SHORTEST_NAMING_PREFIX:
         raise click.BadParameter("give at least `sk-sluice-` and 4 more characters")
     return prefix
@@ -202,6 +208,7 @@ def _named(_ctx: click.Context, _param: click.Parameter, text: str) -> str:
     not go into the shell's history or the process list)."""
     if text == "-":
         text = sys.stdin.readline().strip()
+    text = _as_listed(text)
     try:
         keys_named(text)
     except ValueError as exc:

@@ -49,10 +49,24 @@ def record_command(
     path = "/messages" if messages_api else "/chat/completions"
     status, kind, data = asyncio.run(_stream(url.rstrip("/") + path, key, body))
     if status != 200 or not kind.startswith("text/event-stream"):
-        raise click.ClickException(f"HTTP {status} ({kind or 'no content type'}): {data[:300]!r}")
+        raise click.ClickException(
+            f"HTTP {status} ({kind or 'no content type'}): {refusal_text(data)}"
+        )
     out.write_bytes(data)
     events = data.count(b"\n\n")
     click.echo(f"recorded {len(data)} bytes, {events} events, to {out}", err=True)
+
+
+def refusal_text(body: bytes, most: int = 300) -> str:
+    """What a refused request's body says, as text: an OpenAI or Anthropic error's
+    ``message`` (with its type and code), else the body decoded, one line, cut."""
+    try:
+        error = json.loads(body)["error"]
+        said = f"{error['message']} ({error.get('type')}, {error.get('code')})"
+    except (ValueError, KeyError, TypeError):
+        said = body.decode("utf-8", errors="replace")
+    said = " ".join(said.split())
+    return said if len(said) <= most else said[: most - 1] + "…"
 
 
 async def _stream(url: str, api_key: str | None, body: dict[str, object]) -> tuple[int, str, bytes]:

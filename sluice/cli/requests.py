@@ -13,8 +13,9 @@ import click
 import msgspec
 
 from sluice.cli.admin import config_option, home_option
-from sluice.cli.output import print_table
+from sluice.cli.output import print_fitting
 from sluice.cli.state import run_on_store
+from sluice.core.money import NANO_PER_USD, usd_text
 from sluice.errors import NotFoundError
 from sluice.storage.base import (
     REQUEST_STATUSES,
@@ -62,32 +63,63 @@ async def newest_requests(
     return found
 
 
-def _table(records: list[RequestRecord]) -> Any:
+async def owner_names(store: Store, records: list[RequestRecord]) -> dict[str, str]:
+    """The accounts' and keys' ids in ``records`` to what people call them: an account's
+    name, a key's label (else its prefix, as ``keys list`` prints it)."""
+    accounts = {r.account_id for r in records}
+    names: dict[str, str] = {}
+    after = None
+    while len(names) < len(accounts) and (page := await store.list_accounts(PAGE, after)):
+        names.update((a.id, a.name) for a in page if a.id in accounts)
+        after = page[-1].id
+    for account_id in accounts:
+        names.update((k.id, k.name or f"{k.prefix}…") for k in await store.list_keys(account_id))
+    return names
+
+
+COLUMNS = ("time (UTC)", "id", "account", "key", "model", "provider", "status", "http",
+           "tokens in/out", "cost", "ms")  # fmt: skip
+NARROWER = ("ms", "http", "provider", "tokens in/out", "key", "account")
+"""Columns left out, one more at a time, until the table fits the terminal."""
+
+
+def _cells(r: RequestRecord, names: dict[str, str]) -> dict[str, str]:
+    model = r.requested_model or ""
+    if r.served_model and r.served_model != model:
+        model = f"{model} -> {r.served_model}"
+    return {
+        "time (UTC)": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.created_at)),
+        "id": r.id,
+        "account": names.get(r.account_id, r.account_id),
+        "key": names.get(r.key_id or "", r.key_id or ""),
+        "model": model,
+        "provider": r.provider or "",
+        "status": r.status,
+        "http": str(r.http_status),
+        "tokens in/out": f"{r.prompt_tokens}/{r.completion_tokens}",
+        "cost": "" if r.cost is None else usd_text(round(r.cost * NANO_PER_USD)),
+        "ms": f"{r.duration_ms:.0f}",
+    }
+
+
+def _tables(records: list[RequestRecord], names: dict[str, str]) -> list[Any]:
+    """The table with every column, then with fewer and fewer (:data:`NARROWER`)."""
     from rich import box
     from rich.table import Table
 
-    table = Table(box=box.SIMPLE_HEAD)
-    columns = ("time (UTC)", "id", "account", "key", "model", "provider", "status", "http")
-    for name in (*columns, "tokens in/out", "cost", "ms"):
-        table.add_column(name, justify="right" if name in ("http", "cost", "ms") else "left")
-    for r in records:
-        model = r.requested_model or ""
-        if r.served_model and r.served_model != model:
-            model = f"{model} -> {r.served_model}"
-        table.add_row(
-            time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.created_at)),
-            r.id,
-            r.account_id,
-            r.key_id,
-            model,
-            r.provider or "",
-            r.status,
-            str(r.http_status),
-            f"{r.prompt_tokens}/{r.completion_tokens}",
-            "" if r.cost is None else f"${r.cost:.6f}",
-            f"{r.duration_ms:.0f}",
-        )
-    return table
+    rows = [_cells(r, names) for r in records]
+    tables = []
+    for dropped in range(len(NARROWER) + 1):
+        shown = [c for c in COLUMNS if c not in NARROWER[:dropped]]
+        table = Table(box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+        for name in shown:
+            right = name in ("http", "cost", "ms")
+            whole = name in ("time (UTC)", "id", "key")  # copied as they are
+            table.add_column(name, justify="right" if right else "left", no_wrap=whole)
+        for row in rows:
+            table.add_row(*(row[c] for c in shown))
+        tables.append(table)
+    return tables
 
 
 @click.group()
@@ -128,20 +160,20 @@ def requests_list(
         until=None if until is None else parse_when(until, now),
     )
 
-    async def work(store: Store) -> list[RequestRecord]:
-        if account is None:
-            return await newest_requests(store, filters, limit)
-        found = await store.get_account(account)
-        if found is None:
-            raise NotFoundError(f"No account named '{account}'.")
-        return await newest_requests(
-            store, msgspec.structs.replace(filters, account_id=found.id), limit
-        )
+    async def work(store: Store) -> tuple[list[RequestRecord], dict[str, str]]:
+        scoped = filters
+        if account is not None:
+            found = await store.get_account(account)
+            if found is None:
+                raise NotFoundError(f"No account named '{account}'.")
+            scoped = msgspec.structs.replace(filters, account_id=found.id)
+        records = await newest_requests(store, scoped, limit)
+        return records, ({} if as_json else await owner_names(store, records))
 
-    records = run_on_store(config_path, home, work)
+    records, names = run_on_store(config_path, home, work)
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(records), indent=2).decode())
     elif not records:
         click.echo("no requests logged (with these filters)")
     else:
-        print_table(_table(records))
+        print_fitting(_tables(records, names))

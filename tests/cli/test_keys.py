@@ -194,3 +194,21 @@ def test_revoking_what_names_no_live_key_exits_1_saying_so(tmp_path: Path) -> No
     for bad in ("key_", "acct_x", "sk-sluice-abc", "-"):
         refused = runner.invoke(main, ["keys", "revoke", bad, *home], input="not a key\n")
         assert refused.exit_code == 2 and "4 more characters" in refused.output, refused.output
+
+
+def test_a_prefix_copied_from_keys_list_is_taken_as_listed(tmp_path: Path) -> None:
+    """``keys list`` prints ``sk-sluice-AbCdEfGh…``; rotate, update and revoke refused
+    that text until they took its trailing ellipsis as the listing's."""
+    home = ["--home", str(tmp_path)]
+    runner = CliRunner()
+    (first, _), (second, _), (third, _) = _made_keys(home, 3)
+    plain = runner.invoke(main, ["keys", "list", "--account", "team", *home]).output
+    shown = {key: next(w for w in plain.split() if w.startswith(key[:18])) for key in
+             (first, second, third)}  # fmt: skip
+    assert all(text.endswith("…") for text in shown.values()), plain
+    rotated = runner.invoke(main, ["keys", "rotate", shown[first], *home])
+    updated = runner.invoke(main, ["keys", "update", shown[second], "--rpm", "7", *home])
+    revoked = runner.invoke(main, ["keys", "revoke", shown[third], *home])
+    assert rotated.exit_code == 0, rotated.output
+    assert updated.exit_code == 0 and json.loads(updated.output)["rpm"] == 7, updated.output
+    assert revoked.exit_code == 0 and revoked.output.startswith("revoked "), revoked.output

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from sluice.cli.main import main
+from sluice.cli.record import refusal_text
 from tests.support.gateway import running_gateway
 
 CORPUS = Path(__file__).parent.parent / "fixtures" / "sse"
@@ -90,5 +91,18 @@ async def test_record_saves_a_stream_that_replays_complete(tmp_path: Path) -> No
     assert replayed.exit_code == 0 and "state:       complete" in replayed.output
     assert recorded_messages.exit_code == 0
     assert messages.read_bytes().startswith(b"event: message_start")
-    assert refused.exit_code == 1 and "HTTP 401" in refused.output
+    assert refused.exit_code == 1 and "HTTP 401 (application/json): " in refused.output
+    # the error's own words, not Python's bytes repr (b'{"error": ...})
+    assert "b'" not in refused.output and "authentication_error" in refused.output
     assert not (tmp_path / "no.sse").exists()
+
+
+def test_a_refusal_reads_as_text_whatever_its_body() -> None:
+    wire = b'{"error": {"message": "Bad\\nkey", "type": "authentication_error", "code": null}}'
+    assert refusal_text(wire) == "Bad key (authentication_error, None)"
+    anthropic = b'{"type": "error", "error": {"type": "overloaded_error", "message": "Busy"}}'
+    assert refusal_text(anthropic) == "Busy (overloaded_error, None)"
+    assert refusal_text(b"<html>\n 502 Bad Gateway </html>") == "<html> 502 Bad Gateway </html>"
+    assert refusal_text(b"\xff\xfeoops") == "\ufffd\ufffdoops"
+    assert refusal_text(b"x" * 500, most=10) == "x" * 9 + "…"
+    assert refusal_text(b'["not", "an", "error"]') == '["not", "an", "error"]'

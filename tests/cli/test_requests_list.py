@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import click
+import msgspec
 import pytest
 from click.testing import CliRunner, Result
 
@@ -94,7 +95,7 @@ def test_the_table_shows_one_line_per_request(home: Path) -> None:
     for column in ("time (UTC)", "id", "model", "status", "tokens in/out", "cost"):
         assert column in header
     rows = [line for line in lines if "req_" in line]
-    assert len(rows) == 4 and "error" in rows[0] and "$0.001000" in rows[1]
+    assert len(rows) == 4 and "error" in rows[0] and "$0.001 " in rows[1]
 
 
 def test_no_rows_says_so(home: Path) -> None:
@@ -137,3 +138,39 @@ async def test_reading_in_pages_stops_at_the_limit(tmp_path: Path) -> None:
         await store.close()
     assert [r.id for r in got] == [f"req_ct_x{n:04d}" for n in range(20)]
     assert len(every) == 23
+
+
+def test_the_table_names_accounts_and_keys_and_fits_the_width_it_is_given(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It showed ``acct_…``/``key_…`` ids and stayed 194 columns wide whatever the
+    terminal; a key is shown by its label, else by its prefix as ``keys list`` has it."""
+    made = run(home, "keys", "create", "--account", "team", "--label", "ci")
+    plain = run(home, "keys", "create", "--account", "labs")
+    assert made.exit_code == plain.exit_code == 0
+    keys = {d["name"] or d["prefix"]: d["id"] for name in ("team", "labs") for d in
+            json.loads(run(home, "keys", "list", "--account", name, "--json").output)}  # fmt: skip
+    ids = {d["name"]: d["id"] for d in json.loads(run(home, "accounts", "list", "--json").output)}
+    [prefix] = [k for k in keys if k != "ci"]
+    mine = msgspec.structs.replace(record(50, ids["team"], age=0), key_id=keys["ci"])
+    theirs = msgspec.structs.replace(record(51, ids["labs"], age=0), key_id=keys[prefix])
+    asyncio.run(_log(home, [mine, theirs]))
+    monkeypatch.setenv("COLUMNS", "100")
+    result = run(home, "requests", "list", "--limit", "5")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 100, result.output
+    team = next(line for line in lines if mine.id in line)
+    labs = next(line for line in lines if theirs.id in line)
+    assert " team " in team and " ci " in team and ids["team"] not in result.output
+    assert " labs " in labs and f"{prefix}…" in labs and keys[prefix] not in result.output
+    header = next(line for line in lines if "status" in line)
+    assert "ms" not in header.split() and "http" not in header.split()  # left out to fit
+    monkeypatch.setenv("COLUMNS", "60")
+    narrow = run(home, "requests", "list", "--limit", "5").output
+    assert max(len(line) for line in narrow.splitlines()) <= 60, narrow
+    assert mine.id in narrow and theirs.id in narrow  # the ids stay whole
+    monkeypatch.delenv("COLUMNS")
+    piped = run(home, "requests", "list", "--limit", "5").output
+    header = next(line for line in piped.splitlines() if "status" in line)
+    assert all(column in header for column in ("provider", "http", "tokens in/out", "ms"))
