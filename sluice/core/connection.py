@@ -40,9 +40,14 @@ class Timeouts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     that trickles a byte now and then still ends)."""
 
     connect: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    """To open a connection (TLS included)."""
     first_event: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    """From sending the request to the first event a client must see (failover is
+    possible until then)."""
     stall: Annotated[float, msgspec.Meta(gt=0)] = 120.0
+    """The longest silence between upstream events."""
     total: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+    """The whole call, from sending the request to the last byte."""
 
 
 class ConnectionSettings(msgspec.Struct, frozen=True):

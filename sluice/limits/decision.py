@@ -9,6 +9,7 @@ cancelled stream counts as one request.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Literal
 
 import msgspec
@@ -138,8 +139,10 @@ def _quota(lines: list[Line], debts: list[int], dimension: Dimension) -> Quota |
     return min(quotas, key=lambda q: (q.remaining, -q.reset_ms), default=None)
 
 
-_OWNERS = {"key": "this API key's", "account": "this account's"}
-_WINDOWS = {1_000: "a second", 60_000: "a minute", 3_600_000: "an hour", 86_400_000: "a day"}
+_OWNERS = MappingProxyType({"key": "this API key's", "account": "this account's"})
+_WINDOWS = MappingProxyType(
+    {1_000: "a second", 60_000: "a minute", 3_600_000: "an hour", 86_400_000: "a day"}
+)
 
 
 def limit_text(line: Line) -> str:

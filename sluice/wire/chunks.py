@@ -163,11 +163,17 @@ class ModelCapabilities(Struct, frozen=True, omit_defaults=True, forbid_unknown_
     declares ``embeddings = true`` and leaves ``chat`` out is not a chat model."""
 
     chat: bool | None = None
+    """Chat completions (and the Messages and Responses doors over them)."""
     tools: bool | None = None
+    """Function tools."""
     vision: bool | None = None
+    """Image parts in messages."""
     json_schema: bool | None = None
+    """``response_format`` with a JSON schema."""
     reasoning: bool | None = None
+    """Reasoning effort or a thinking budget."""
     embeddings: bool | None = None
+    """``POST /v1/embeddings``."""
 
     def lacks(self) -> frozenset[str]:
         """The abilities declared false (worked out once, when the catalog is built)."""
