@@ -144,6 +144,8 @@ export class Activity {
 }
 
 /** The status as a person reads it: a cancelled stream says so. */
+/** The status, with the error code when there is one ("error · insufficient_credits"). */
 function statusOf(record) {
-  return record.disconnect === "cancel" && record.status !== "complete" ? "cancelled" : record.status;
+  const status = record.disconnect === "cancel" && record.status !== "complete" ? "cancelled" : record.status;
+  return record.error_code && status !== "cancelled" ? `${status} · ${record.error_code}` : status;
 }

@@ -62,8 +62,14 @@ export function row(cells, attrs = {}) {
   return tr;
 }
 
-export const usd = (value) =>
-  value === null || value === undefined ? "–" : `$${Number(value).toFixed(6)}`;
+/** Money as the CLI prints it: `$2.50`, `-$15.00`, `$0.000012345` (at least 2
+ * decimals, up to 9 as the amount has). */
+export const usd = (value) => {
+  if (value === null || value === undefined) return "–";
+  const amount = Number(value);
+  const [whole, fraction] = Math.abs(amount).toFixed(9).split(".");
+  return `${amount < 0 ? "-" : ""}$${whole}.${fraction.replace(/0+$/, "").padEnd(2, "0")}`;
+};
 export const ms = (value) =>
   value === null || value === undefined ? "–" : `${Math.round(Number(value))} ms`;
 export const seconds = (value) => `${(Number(value) / 1000).toFixed(1)} s`;

@@ -10,6 +10,13 @@ function refName(ref) {
   return ref.startsWith(REF) ? ref.slice(REF.length) : ref;
 }
 
+/** Text whose `backticked` spans are code, as the document's descriptions write them. */
+function prose(text, attrs = {}) {
+  const span = el("span", null, attrs);
+  String(text).split("`").forEach((part, i) => span.append(i % 2 ? el("code", part) : part));
+  return span;
+}
+
 /** The type of a schema in a few words; a $ref as a link to its schema. */
 function typeOf(schema) {
   if (!schema) return el("span", "any", { class: "type" });
@@ -42,7 +49,7 @@ function properties(schema, depth = 0) {
   for (const [name, prop] of Object.entries(schema.properties ?? {})) {
     const line = el("div", null, {}, el("span", name, { class: "name" }), ": ", typeOf(prop));
     if (required.has(name)) line.append(" ", el("span", "required", { class: "required" }));
-    if (prop.description) line.append(el("span", ` — ${prop.description}`, { class: "type" }));
+    if (prop.description) line.append(prose(` — ${prop.description}`, { class: "type" }));
     list.append(line);
     if (prop.type === "object" && prop.properties && depth < MAX_DEPTH) list.append(properties(prop, depth + 1));
   }
@@ -54,7 +61,7 @@ function operation(path, method, op) {
   details.append(el("summary", null, {},
     el("span", method, { class: `method method-${method}` }),
     el("span", path, { class: "path" }),
-    el("span", op.summary ?? "", { class: "muted" })));
+    prose(op.summary ?? "", { class: "muted" })));
   const body = el("div", null, { class: "body" });
   const security = (op.security ?? []).flatMap((s) => Object.keys(s));
   body.append(el("p", `Auth: ${security.length ? security.join(" or ") : "none"}`, { class: "muted" }));
@@ -69,7 +76,8 @@ function operation(path, method, op) {
   if (request) body.append(el("h4", "Body"), el("div", null, { class: "schema" }, typeOf(request)));
   body.append(el("h4", "Answers"));
   for (const [status, answer] of Object.entries(op.responses ?? {})) {
-    const line = el("div", null, { class: "schema" }, el("span", status, { class: "name" }), ` ${answer.description ?? ""} `);
+    const line = el("div", null, { class: "schema" }, el("span", status, { class: "name" }),
+      " ", prose(answer.description ?? ""), " ");
     for (const [type, content] of Object.entries(answer.content ?? {})) {
       line.append(el("span", ` ${type}: `, { class: "type" }), typeOf(content.schema ?? content["x-event-schema"]));
     }
@@ -90,7 +98,7 @@ async function main() {
   const schemas = $("schemas");
   for (const [name, schema] of Object.entries(doc.components?.schemas ?? {})) {
     const section = el("section", null, { id: `schema-${name}` }, el("h3", name));
-    if (schema.description) section.append(el("p", schema.description, { class: "muted" }));
+    if (schema.description) section.append(el("p", null, { class: "muted" }, prose(schema.description)));
     section.append(schema.properties ? properties(schema) : el("div", null, { class: "schema" }, typeOf(schema)));
     schemas.append(section);
   }

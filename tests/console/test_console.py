@@ -13,6 +13,7 @@ from pathlib import Path
 
 from playwright.async_api import Page, Route, expect
 
+from sluice.core.money import NANO_PER_USD, usd_text
 from tests.console.conftest import screenshot
 from tests.server.test_admin import ADMIN, ENV
 from tests.support.accounts import metered_key
@@ -24,6 +25,11 @@ SLOW_DEMO = (
     "options = { first_token_ms = 50, token_ms = 60 }\n"
 )
 FUNDS = 10**9
+
+
+def money(usd: float) -> str:
+    """As the console prints money: the CLI's format (``$0.000123``, ``-$2.00``)."""
+    return usd_text(round(usd * NANO_PER_USD))
 
 
 def base(gw: object) -> str:
@@ -61,7 +67,7 @@ async def test_the_playground_streams_a_demo_answer_with_its_numbers(
         row = (await exchange(gw.host, gw.port, get(f"/v1/requests/{request_id}", key))).json()
     assert ttft is not None and ttft.endswith(" ms") and int(ttft.split()[0]) >= 0
     assert answer and len(answer.split()) > 5
-    assert cost == f"${row['cost']:.6f}" and row["cost"] > 0
+    assert cost == money(row["cost"]) and row["cost"] > 0
 
 
 async def test_stop_cancels_and_the_activity_page_shows_the_refund(
@@ -89,7 +95,7 @@ async def test_stop_cancels_and_the_activity_page_shows_the_refund(
         row = (await exchange(gw.host, gw.port, get(f"/v1/requests/{request_id}", key))).json()
     assert row["status"] == "cancelled" and row["disconnect"] == "cancel"
     refund = row["credits_held"] - row["credits_charged"]
-    assert refund > 0 and refunded == f"${refund:.6f}"
+    assert refund > 0 and refunded == money(refund)
 
 
 async def test_a_live_requests_token_counter_rises_while_it_streams(
@@ -154,7 +160,7 @@ async def test_the_operator_view_lists_a_key_made_through_the_admin_api(
         await page.click("#accounts tr[data-name=acme]")
         listed = page.locator(f"#keys tr[data-prefix='{key['prefix']}']")
         await expect(listed).to_contain_text("web")
-        await expect(listed).to_contain_text("$2.500000 monthly")
+        await expect(listed).to_contain_text("$2.50 monthly")  # money as money, not $2.500000
         demo = page.locator("#connections tr[data-id=conn_demo]")
         await expect(demo).to_contain_text("closed")
         await expect(demo.locator("td").nth(3)).to_have_text("1")
@@ -177,6 +183,10 @@ async def test_the_api_page_renders_the_gateways_own_document(tmp_path: Path, pa
         await chat.click()
         await expect(chat).to_contain_text("ChatRequest")
         await expect(page.locator("#schema-ChatRequest")).to_contain_text("messages")
+        # descriptions' `code` spans are code, not raw backticks (issue 24)
+        shown = await page.locator("main").inner_text()
+        assert "`" not in shown, [line for line in shown.splitlines() if "`" in line][:5]
+        assert await page.locator("main code").count() > 0
         await leave(page, "docs")
 
 
@@ -267,3 +277,36 @@ async def leave(page: Page, name: str) -> None:
     feed would otherwise try again a gateway that stopped, a console error)."""
     await screenshot(page, name)
     await page.goto("about:blank")
+
+
+async def test_before_sign_in_only_the_sign_in_form_shows(tmp_path: Path, page: Page) -> None:
+    """The tabs showed, and did nothing, before sign-in: ``nav { display: flex }`` beat
+    the ``hidden`` attribute (issue 24)."""
+    async with running_gateway(tmp_path) as gw:
+        answer = await page.goto(base(gw) + "/")
+        assert answer is not None and answer.status == 200
+        await expect(page.locator("#sign-in")).to_be_visible()
+        for hidden in ("#tabs", "#app", "#sign-out"):
+            await expect(page.locator(hidden)).to_be_hidden()
+        assert gw.dev_key is not None
+        await page.fill("#key-input", gw.dev_key.key)
+        await page.click("#sign-in-button")
+        await expect(page.locator("#tabs")).to_be_visible()
+        await expect(page.locator("#sign-in")).to_be_hidden()
+
+
+async def test_a_refused_request_shows_its_error_code_in_the_activity(
+    tmp_path: Path, page: Page
+) -> None:
+    """A refusal read "error", tokens 0 + 0 and no cost, with no code (issue 24)."""
+    async with running_gateway(tmp_path) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        body = json.dumps({"model": "nobody/none", "messages": [{"role": "user", "content": "x"}]})
+        refused = await exchange(gw.host, gw.port, post("/v1/chat/completions", body.encode(), key))
+        assert refused.status == 404
+        request_id = refused.headers["x-request-id"]
+        await gw.gateway.writer.flush()
+        await sign_in(page, base(gw), key)
+        await page.click("#tabs button[data-tab=activity]")
+        status = page.locator(f"#recent tr[data-id={request_id}] .status")
+        await expect(status).to_have_text("error · model_not_found", timeout=10_000)
