@@ -42,6 +42,19 @@ async def _ask(gw: object, model: str) -> RawResponse:
     return await exchange(gw.host, gw.port, post("/v1/chat/completions", _body(model), key))  # type: ignore[attr-defined]
 
 
+ADMIN = "admin-" + "b" * 40
+OPEN = b'sluice_connection_breaker_state{connection="conn_fake"} 2.0'
+
+
+async def _until_told(gw: object, seconds: float = 5.0) -> None:
+    """Until ``gw``'s own breaker holds the circuit open: Redis's message takes a few
+    milliseconds to arrive, and a request in between is (rightly) tried."""
+    head = f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n\r\n"
+    async with asyncio.timeout(seconds):
+        while OPEN not in (await exchange(gw.host, gw.port, head.encode())).body:  # type: ignore[attr-defined]
+            await asyncio.sleep(0.01)
+
+
 async def _until_refused(gw: object, seconds: float = 5.0) -> RawResponse:
     async with asyncio.timeout(seconds):
         while True:
@@ -55,15 +68,18 @@ async def test_an_open_circuit_is_skipped_by_every_process(tmp_path: Path) -> No
     prefix = f"sluice-test:{uuid.uuid4().hex}:"
     async with responding(_answer) as fake:
         config = _config(prefix, fake.base_url)
+        env = {"SLUICE_ADMIN_KEY": ADMIN}
         async with (
             running_gateway(tmp_path / "a", config) as a,
-            running_gateway(tmp_path / "b", config) as b,
+            running_gateway(tmp_path / "b", config, env=env) as b,
         ):
             failed = [await _ask(a, "test/gpt-fake") for _ in range(2)]
             assert [f.status for f in failed] == [503, 503]
             sent = len(fake.requests)
-            refused = await _until_refused(b)  # told through Redis, not tried here
-            assert refused.status == 503 and len(fake.requests) == sent
+            await _until_told(b)  # through Redis: b never failed on its own
+            refused = await _ask(b, "test/gpt-fake")
+            assert b"connections_cooling_down" in refused.body, refused.body
+            assert refused.status == 503 and len(fake.requests) == sent  # not tried here
             served = await _ask(b, "test/unpriced")
             assert served.status == 200 and served.body.endswith(b"data: [DONE]\n\n")
             async with running_gateway(tmp_path / "c", config) as c:  # starts later
