@@ -100,17 +100,36 @@ export class Playground {
   }
 
   finish(result) {
-    const cancelled = result.error?.type === "cancelled";
-    $("stat-state").textContent = cancelled ? "cancelled" : result.state;
+    const error = result.error;
+    const stopped = error?.type === "cancelled";
+    const refused = !stopped && error && error.status !== null && error.status !== 200;
+    $("stat-state").textContent = stopped ? "cancelled" : result.state;
     const outcome = $("outcome");
-    outcome.className = `outcome state-${result.state}`;
-    outcome.textContent = cancelled ? "Stopped: the request was cancelled." : OUTCOMES[result.state];
-    if (result.error && !cancelled) outcome.textContent += ` ${result.error.type}: ${result.error.message}`;
+    outcome.className = `outcome ${stopped ? "state-stopped" : `state-${result.state}`}`;
+    if (stopped) outcome.textContent = "Stopped: you cancelled it; only what was produced is charged.";
+    else if (refused) outcome.textContent = `Refused before any answer (HTTP ${error.status}, ${error.code ?? error.type}): ${error.message}`;
+    else outcome.textContent = OUTCOMES[result.state] + (error ? ` ${error.type}: ${error.message}` : "");
     $("stat-ttft").textContent = result.ttft === null ? "–" : `${Math.round(result.ttft * 1000)} ms`;
     $("stat-rate").textContent = result.tokensPerSecond === null ? "–" : result.tokensPerSecond.toFixed(1);
     const usage = result.usage;
     $("stat-tokens").textContent = usage ? `${usage.promptTokens} in, ${usage.completionTokens} out` : "–";
     $("stat-cost").textContent = usage && usage.cost !== null ? usd(usage.cost) : "–";
     $("stat-request").textContent = orDash(result.requestId);
+    if (stopped && !usage && result.requestId) this.numbersFromLog(result.requestId);
+  }
+
+  /** A stopped stream never gets its usage chunk: its tokens and cost come from the
+   * request log once the row is written (the listing answers 200 while it is not). */
+  async numbersFromLog(id) {
+    for (let tries = 0; tries < 30; tries++) {
+      const page = await this.api.json("/v1/requests?limit=20").catch(() => null);
+      const found = page?.data.find((record) => record.id === id);
+      if (found) {
+        $("stat-tokens").textContent = `${found.prompt_tokens} in, ${found.completion_tokens} out`;
+        $("stat-cost").textContent = usd(found.cost);
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
   }
 }

@@ -84,6 +84,12 @@ async def test_stop_cancels_and_the_activity_page_shows_the_refund(
         await expect(page.locator("#stat-state")).to_have_text("cancelled")
         request_id = await page.text_content("#stat-request")
         assert request_id is not None and request_id.startswith("req_")
+        # the user's own Stop is not drawn as a failure, and its numbers come from the log
+        await expect(page.locator("#outcome")).to_have_class("outcome state-stopped")
+        none = "\u2013"  # the dash the page shows for "not known"
+        await expect(page.locator("#stat-cost")).not_to_have_text(none, timeout=5_000)
+        stopped_tokens = await page.text_content("#stat-tokens")
+        stopped_cost = await page.text_content("#stat-cost")
         await page.click("#tabs button[data-tab=activity]")
         recent = page.locator(f"#recent tr[data-id={request_id}]")
         await expect(recent.locator(".status")).to_have_text("cancelled", timeout=10_000)
@@ -96,6 +102,8 @@ async def test_stop_cancels_and_the_activity_page_shows_the_refund(
     assert row["status"] == "cancelled" and row["disconnect"] == "cancel"
     refund = row["credits_held"] - row["credits_charged"]
     assert refund > 0 and refunded == money(refund)
+    assert stopped_cost == money(row["cost"])
+    assert stopped_tokens == f"{row['prompt_tokens']} in, {row['completion_tokens']} out"
 
 
 async def test_a_live_requests_token_counter_rises_while_it_streams(
@@ -310,3 +318,20 @@ async def test_a_refused_request_shows_its_error_code_in_the_activity(
         await page.click("#tabs button[data-tab=activity]")
         status = page.locator(f"#recent tr[data-id={request_id}] .status")
         await expect(status).to_have_text("error · model_not_found", timeout=10_000)
+
+
+async def test_a_refusal_before_any_stream_is_named_a_refusal(
+    tmp_path: Path, page: Page, allowed_console_errors: list[str]
+) -> None:
+    """A 402 before any answer read "Error event: the gateway ended the stream with an
+    error." (issue 24): no stream had begun."""
+    allowed_console_errors.append("status of 402 (Payment Required)")  # the browser's own
+    async with running_gateway(tmp_path) as gw:
+        key = await metered_key(gw.gateway.store, "team", 1)  # one nano-dollar
+        await sign_in(page, base(gw), key)
+        await page.select_option("#model", "sluice/demo")
+        await page.click("#send")
+        await expect(page.locator("#stat-state")).to_have_text("error", timeout=10_000)
+        outcome = page.locator("#outcome")
+        await expect(outcome).to_contain_text("Refused before any answer (HTTP 402, ")
+        assert "Error event" not in (await outcome.text_content() or "")
