@@ -81,7 +81,10 @@ export class Activity {
     ], { "data-id": record.id, class: "clickable" });
     tr.cells[4].classList.add("tokens");
     tr.cells[5].classList.add("cost");
-    tr.onclick = () => this.open(record.id);
+    tr.onclick = () => {
+      this.open(record.id);
+      $("record").scrollIntoView({ block: "nearest" });  // below the table on a narrow screen
+    };
     return tr;
   }
 

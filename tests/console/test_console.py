@@ -335,3 +335,33 @@ async def test_a_refusal_before_any_stream_is_named_a_refusal(
         outcome = page.locator("#outcome")
         await expect(outcome).to_contain_text("Refused before any answer (HTTP 402, ")
         assert "Error event" not in (await outcome.text_content() or "")
+
+
+async def test_a_requests_detail_opens_beside_the_table_or_in_view(
+    tmp_path: Path, page: Page
+) -> None:
+    """The detail opened below 50 rows, off-screen (issue 24)."""
+    async with running_gateway(tmp_path) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        body = json.dumps({"model": "sluice/demo", "max_tokens": 2,
+                           "messages": [{"role": "user", "content": "x"}]}).encode()  # fmt: skip
+        ids = []
+        for _ in range(30):
+            answer = await exchange(gw.host, gw.port, post("/v1/chat/completions", body, key))
+            ids.append(answer.headers["x-request-id"])
+        await gw.gateway.writer.flush()
+        await page.set_viewport_size({"width": 1440, "height": 900})
+        await sign_in(page, base(gw), key)
+        await page.click("#tabs button[data-tab=activity]")
+        oldest = page.locator(f"#recent tr[data-id={ids[0]}]")
+        await oldest.click()
+        await expect(page.locator("#record-id")).to_have_text(ids[0])
+        table = await page.locator("#recent").bounding_box()
+        record = await page.locator("#record").bounding_box()
+        assert table is not None and record is not None
+        assert record["x"] >= table["x"] + table["width"] - 1, (table, record)  # beside it
+        assert record["y"] < 900  # in view, however long the table
+        await page.set_viewport_size({"width": 390, "height": 844})
+        await page.locator(f"#recent tr[data-id={ids[1]}]").click()
+        await expect(page.locator("#record-id")).to_have_text(ids[1])
+        await expect(page.locator("#record h3")).to_be_in_viewport()
