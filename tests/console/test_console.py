@@ -297,8 +297,7 @@ async def test_before_sign_in_only_the_sign_in_form_shows(tmp_path: Path, page: 
         for hidden in ("#tabs", "#app", "#sign-out"):
             await expect(page.locator(hidden)).to_be_hidden()
         assert gw.dev_key is not None
-        await page.fill("#key-input", gw.dev_key.key)
-        await page.click("#sign-in-button")
+        await sign_in(page, base(gw), gw.dev_key.key)
         await expect(page.locator("#tabs")).to_be_visible()
         await expect(page.locator("#sign-in")).to_be_hidden()
 
