@@ -16,6 +16,7 @@ from sluice.config import PriceConfig
 from sluice.server.admin import ConnectionBody, Credits, NewAccount
 from sluice.server.admin_connections import ConnectionList
 from sluice.server.admin_keys import Revoke
+from sluice.server.admin_models import ModelViewList
 from sluice.server.generation import Reloaded
 from sluice.server.openapi_answers import (
     AccountConnections,
@@ -311,6 +312,9 @@ ENDPOINTS: Final = (
     Endpoint(path="/admin/connections", method="get", summary="The config's connections: "
              "breaker state, attempts, error rate, mean time to first token (this replica)",
              answer=ConnectionList, key=_ADMIN, errors=_AUTHZ),
+    Endpoint(path="/admin/models", method="get", summary="Every served model and route with "
+             "the targets a request tries in order and each one's circuit breaker",
+             answer=ModelViewList, key=_ADMIN, errors=_AUTHZ),
     Endpoint(path="/admin/requests", method="get", summary="Every account's request log (a "
              "page)", answer=RequestPage, text=EXPORTS, key=_ADMIN,
              params=(*_REQUEST_PARAMS, _ACCOUNT), errors=(400, *_AUTHZ)),

@@ -23,6 +23,7 @@ from sluice.frontdoors.responses.reasoning import ReasoningSeal
 from sluice.server import endpoints, request_list, spend_report, stored_responses
 from sluice.server.admin import ADMIN_PREFIX, admin
 from sluice.server.admin_connections import CONNECTIONS_PATH, connections
+from sluice.server.admin_models import MODELS_PATH, model_views
 from sluice.server.call import Endpoint
 from sluice.server.console import console_routes
 from sluice.server.count_tokens import (
@@ -86,6 +87,7 @@ class Routes:
             spend_report.ADMIN_SPEND_PATH: {"GET": (spend_report.all_spend, False)},
             "/metrics": {"GET": (endpoints.metrics, False)},  # the admin key
             CONNECTIONS_PATH: {"GET": (connections, False)},  # the admin key
+            MODELS_PATH: {"GET": (model_views, False)},  # the admin key
             RELOAD_PATH: dict.fromkeys(_ADMIN_METHODS, (reload_endpoint, False)),
         }
         for path, page in console_routes():

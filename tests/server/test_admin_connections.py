@@ -32,6 +32,8 @@ async def test_connections_show_breaker_failures_and_ttft(tmp_path: Path) -> Non
                 assert answer.status == 200
                 ids.append(answer.headers["x-request-id"])
             listed = await exchange(gw.host, gw.port, get("/admin/connections", ADMIN))
+            routing = await exchange(gw.host, gw.port, get("/admin/models", ADMIN))
+            refused_models = await exchange(gw.host, gw.port, get("/admin/models", key))
             refused = await exchange(gw.host, gw.port, get("/admin/connections", key))
             rows = [
                 (await exchange(gw.host, gw.port, get(f"/v1/requests/{i}", key))).json()
@@ -42,6 +44,9 @@ async def test_connections_show_breaker_failures_and_ttft(tmp_path: Path) -> Non
         await b.close()
     assert listed.status == 200, listed.body
     views = {view["id"]: view for view in json.loads(listed.body)["data"]}
+    (circuit,) = views["conn_a"].pop("circuits")  # which model, and for how long
+    assert circuit["model"] == "test/a" and circuit["state"] == "open"
+    assert 55 < circuit["reopens_in_s"] <= 60  # breaker_cooldown = 60
     assert views["conn_a"] | {"mean_ttft_ms": None} == {
         "id": "conn_a",
         "provider": "openai-compatible",
@@ -55,4 +60,14 @@ async def test_connections_show_breaker_failures_and_ttft(tmp_path: Path) -> Non
     assert (served["breaker"], served["requests"], served["failed"]) == ("closed", 3, 0)
     mean = sum(r["ttft_ms"] for r in rows) / 3
     assert abs(served["mean_ttft_ms"] - mean) < 0.01
-    assert refused.status == 401
+    assert refused.status == 401 and refused_models.status == 401
+    assert views["conn_b"]["circuits"] == []
+    shown = {view["id"]: view for view in routing.json()["data"]}
+    assert shown["test/a"]["kind"] == "model"
+    assert shown["test/a"]["pricing"] == {"input": 2.0, "output": 8.0}
+    targets = [(t["position"], t["model"], t["connection"], t["native"], t["breaker"])
+               for t in shown["bot"]["targets"]]  # fmt: skip
+    assert shown["bot"]["kind"] == "route" and targets == [
+        ("primary", "test/a", "conn_a", "model-a", "open"),
+        ("standby_a", "test/b", "conn_b", "model-b", "closed"),
+    ]

@@ -1,0 +1,94 @@
+"""``GET /admin/models``: every model a connection serves and every route, each with the
+targets a request for it tries in order (connection, the model as the provider names
+it, whether it is a configured fallback) and each target's circuit breaker now, for
+the console's operator view. Only the config's connections: accounts' own are theirs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from sluice.exchange.heads import JSON
+from sluice.server.admin import authorize
+from sluice.server.models import model_entry
+from sluice.wire.chunks import ModelPricing
+
+if TYPE_CHECKING:
+    from sluice.routing.breaker import Breaker
+    from sluice.routing.plan import Plan
+    from sluice.server.call import Call
+    from sluice.server.context import GatewayContext
+
+MODELS_PATH = "/admin/models"
+_ENCODER = msgspec.json.Encoder()
+
+
+class TargetView(msgspec.Struct, kw_only=True):
+    position: str
+    """``primary``, ``standby_a``…: targets of one position are one model on several
+    connections."""
+    model: str
+    connection: str
+    provider: str
+    native: str
+    """The model's name at the provider."""
+    fallback: bool
+    """A model's configured fallback, not named by the route."""
+    breaker: str
+    """The (connection, model) circuit: ``closed``, ``half_open`` or ``open``."""
+
+
+class ModelView(msgspec.Struct, kw_only=True):
+    id: str
+    kind: Literal["model", "route"]
+    pricing: ModelPricing | None
+    max_output_tokens: int | UnsetType = UNSET
+    context_window: int | UnsetType = UNSET
+    targets: list[TargetView]
+
+
+class ModelViewList(msgspec.Struct, kw_only=True):
+    object: str = "list"
+    data: list[ModelView]
+
+
+def _targets(plan: Plan, breaker: Breaker, now: float) -> list[TargetView]:
+    return [
+        TargetView(
+            position=a.position,
+            model=a.target.model_id,
+            connection=a.target.connection.id,
+            provider=a.target.connection.provider,
+            native=a.target.native_model,
+            fallback=a.fallback,
+            breaker=breaker.state((a.target.connection.id, a.target.model_id), now).value,
+        )
+        for a in plan.attempts
+    ]
+
+
+async def model_views(gw: GatewayContext, call: Call) -> None:
+    authorize(gw, call)
+    planner = gw.tenants.shared.planner
+    breaker, now = gw.services.router.breaker, gw.services.clock()
+    views = []
+    names = [(m.id, "model") for m in gw.catalog if planner.servable(m)]
+    names += [(r.name, "route") for r in gw.settings.routes]
+    for name, kind in names:
+        plan = planner.plan(name)
+        entry = model_entry(plan.attempts[0].model)
+        views.append(
+            ModelView(
+                id=name,
+                kind="route" if kind == "route" else "model",
+                pricing=entry.pricing,
+                max_output_tokens=entry.max_output_tokens,
+                context_window=entry.context_window,
+                targets=_targets(plan, breaker, now),
+            )
+        )
+    body = _ENCODER.encode(ModelViewList(data=views))
+    await call.writer.send(200, [*call.headers, JSON], body)
