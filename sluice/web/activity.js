@@ -1,13 +1,17 @@
 // Activity: the requests in flight, fed by GET /v1/requests/live (server-sent events
 // read with fetch, parsed by the toolkit's SSEParser), their tokens, cost and elapsed
 // time updating while they stream; then the recent ones from the request-list API,
-// filterable; a row opens its whole record.
+// filtered and paged; a row opens its whole record and a picture of its life.
 import { SSEParser } from "./toolkit.js";
 import { el, ms, orDash, row, seconds, usd, when } from "./api.js";
+import { pages } from "./forms.js";
+import { drawLife } from "./life.js";
 
 const $ = (id) => document.getElementById(id);
 const LIVE_INTERVAL_MS = 250;
 const RETRY_MS = 2000;
+const PAGE = 50;
+const MOST_SAMPLED = 200;
 
 export class Activity {
   constructor(api, role) {
@@ -16,15 +20,53 @@ export class Activity {
     this.records = new Map();
     this.feed = null;
     this.selected = null;
+    this.samples = new Map();  // request id → [[ms, tokens], …] seen on the live feed
+    this.cursors = [];  // the cursor of each page shown before this one
+    this.cursor = null;
+    this.next = null;
+    this.names = new Map();  // account and key ids → names (admin key)
   }
 
   start() {
     $("filters").addEventListener("submit", (event) => {
       event.preventDefault();
+      this.first();
+    });
+    $("newest").addEventListener("click", () => this.first());
+    $("older").addEventListener("click", () => {
+      this.cursors.push(this.cursor);
+      this.cursor = this.next;
       this.refresh();
     });
+    if (this.role === "admin") {
+      $("filter-account-label").hidden = false;
+      this.loadNames();
+    }
     this.listen();
     this.refresh();
+  }
+
+  first() {
+    this.cursors = [];
+    this.cursor = null;
+    this.refresh();
+  }
+
+  /** Accounts' and their keys' names, for the columns and the account filter. */
+  async loadNames() {
+    const accounts = await pages(this.api, "/admin/accounts").catch(() => []);
+    const select = $("filter-account");
+    select.replaceChildren(el("option", "any", { value: "" }), ...accounts.map((a) => el("option", a.name, { value: a.name })));
+    await Promise.all(accounts.map(async (account) => {
+      this.names.set(account.id, account.name);
+      const keys = await pages(this.api, `/admin/accounts/${encodeURIComponent(account.name)}/keys`).catch(() => []);
+      for (const key of keys) this.names.set(key.id, key.name ? `${key.name} (${key.prefix})` : key.prefix);
+    }));
+    this.refresh();
+  }
+
+  nameOf(id) {
+    return this.names.get(id) ?? id;
   }
 
   stop() {
@@ -75,8 +117,11 @@ export class Activity {
 
   liveRow(record) {
     this.records.set(record.id, record);
+    const seen = this.samples.get(record.id) ?? [];
+    if (seen.length < MOST_SAMPLED) seen.push([record.duration_ms, record.completion_tokens]);
+    this.samples.set(record.id, seen);
     const tr = row([
-      record.id, record.account_id, orDash(record.requested_model), seconds(record.duration_ms),
+      record.id, this.nameOf(record.account_id), orDash(record.requested_model), seconds(record.duration_ms),
       String(record.completion_tokens), usd(record.cost),
     ], { "data-id": record.id, class: "clickable" });
     tr.cells[4].classList.add("tokens");
@@ -89,27 +134,50 @@ export class Activity {
   }
 
   async refresh() {
-    const query = new URLSearchParams({ limit: "50" });
-    if ($("filter-status").value) query.set("status", $("filter-status").value);
-    if ($("filter-model").value.trim()) query.set("model", $("filter-model").value.trim());
+    const query = new URLSearchParams({ limit: String(PAGE) });
+    const filters = { status: $("filter-status").value, model: $("filter-model").value.trim(),
+      key: $("filter-key").value.trim(), account: $("filter-account").value };
+    for (const [name, value] of Object.entries(filters)) if (value) query.set(name, value);
+    if (this.role !== "admin") query.delete("account");
+    if (this.cursor) query.set("cursor", this.cursor);
     const path = this.role === "admin" ? "/admin/requests" : "/v1/requests";
     try {
       const page = await this.api.json(`${path}?${query}`);
       $("recent").tBodies[0].replaceChildren(...page.data.map((record) => this.recentRow(record)));
+      if (page.data.length === 0) $("recent").tBodies[0].append(row(["no requests"], { class: "muted" }));
+      this.next = page.has_more ? page.next_cursor : null;
+      $("older").disabled = this.next === null;
+      $("newest").disabled = this.cursor === null;
+      const from = this.cursors.length * PAGE;
+      $("page-note").textContent = page.data.length ? `${from + 1}–${from + page.data.length}, newest first` : "";
       if (this.selected && this.records.has(this.selected)) this.open(this.selected);
     } catch (error) {
       $("recent").tBodies[0].replaceChildren(row([`could not list: ${error.message}`], { class: "error" }));
     }
   }
 
+  /** Opens a record the page may not list (the playground's link): read through the
+   * key that made it, once the log has it. */
+  async openById(id, via) {
+    for (let tries = 0; tries < 30 && !this.records.has(id); tries++) {
+      const found = await via.json(`/v1/requests/${encodeURIComponent(id)}`).catch(() => null);
+      if (found) this.records.set(id, found);
+      else await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    this.open(id);
+    $("record").scrollIntoView({ block: "nearest" });
+  }
+
   recentRow(record) {
     this.records.set(record.id, record);
     const tokens = `${record.prompt_tokens} + ${record.completion_tokens}`;
     const tr = row([
-      record.id, when(record.created_at), orDash(record.served_model ?? record.requested_model),
-      statusOf(record), tokens, usd(record.cost), ms(record.ttft_ms),
+      record.id, when(record.created_at), this.nameOf(record.account_id), this.nameOf(record.key_id),
+      orDash(record.served_model ?? record.requested_model), statusOf(record), orDash(record.error_code),
+      tokens, usd(record.cost), ms(record.ttft_ms),
     ], { "data-id": record.id, class: "clickable" });
-    tr.cells[3].classList.add("status");
+    tr.cells[5].classList.add("status");
+    tr.cells[6].classList.add("code");
     tr.onclick = () => this.open(record.id);
     return tr;
   }
@@ -141,14 +209,13 @@ export class Activity {
       orDash(a.position), orDash(a.connection), orDash(a.provider), orDash(a.outcome),
       ms(a.latency_ms), orDash(a.code),
     ])));
+    drawLife($("record-life"), $("record-life-note"), record, this.samples.get(id) ?? []);
     const notes = record.guardrails.map((g) => el("li", `${g.name} (${g.stage}): ${g.action}, ${g.outcome}`));
     $("record-guardrails").replaceChildren(...(notes.length ? notes : [el("li", "none", { class: "muted" })]));
   }
 }
 
 /** The status as a person reads it: a cancelled stream says so. */
-/** The status, with the error code when there is one ("error · insufficient_credits"). */
 function statusOf(record) {
-  const status = record.disconnect === "cancel" && record.status !== "complete" ? "cancelled" : record.status;
-  return record.error_code && status !== "cancelled" ? `${status} · ${record.error_code}` : status;
+  return record.disconnect === "cancel" && record.status !== "complete" ? "cancelled" : record.status;
 }

@@ -1,13 +1,20 @@
 // The console's shell: sign-in (the key kept in sessionStorage only), tabs, and the
-// pages a role may see: an API key gets the playground and its account's activity,
-// the admin key the operator view and every account's activity.
+// pages a role may see: an API key gets the playground, its account's activity and
+// overview; the admin key every account's, the playground on behalf of an account,
+// accounts and keys to manage, and the models, routes and connections.
 import { Api } from "./api.js";
+import { OnBehalf, OwnKey } from "./account.js";
+import { Overview } from "./charts.js";
 import { Playground } from "./playground.js";
 import { Activity } from "./activity.js";
+import { Models } from "./models.js";
 import { Operator } from "./operator.js";
 
 const STORE = "sluice.console";
-const TABS = Object.freeze({ api: ["playground", "activity"], admin: ["activity", "operator"] });
+const TABS = Object.freeze({
+  api: ["playground", "activity", "overview"],
+  admin: ["activity", "overview", "operator", "models", "playground"],
+});
 
 const $ = (id) => document.getElementById(id);
 
@@ -41,9 +48,16 @@ class Console {
     $("sign-out").hidden = false;
     $("who").textContent = role === "admin" ? "operator (admin key)" : `key ${api.key.slice(0, 18)}…`;
     const activity = new Activity(api, role);
-    this.pages = { activity };
-    if (role === "api") this.pages.playground = new Playground(api, () => activity.refresh());
-    if (role === "admin") this.pages.operator = new Operator(api);
+    const keys = role === "admin" ? new OnBehalf(api) : new OwnKey(api);
+    const playground = new Playground(keys, {
+      onFinished: () => activity.refresh(),
+      openRecord: (id, via) => {
+        this.show("activity");
+        activity.openById(id, via);
+      },
+    });
+    this.pages = { activity, playground, overview: new Overview(api, role) };
+    if (role === "admin") Object.assign(this.pages, { operator: new Operator(api), models: new Models(api) });
     for (const button of document.querySelectorAll("#tabs button")) {
       button.hidden = !TABS[role].includes(button.dataset.tab);
       button.onclick = () => this.show(button.dataset.tab);
@@ -54,6 +68,7 @@ class Console {
   }
 
   show(tab) {
+    if (this.current !== tab) this.pages[this.current]?.hidden?.();
     this.current = tab;
     for (const section of document.querySelectorAll("section.tab")) section.hidden = section.id !== tab;
     for (const button of document.querySelectorAll("#tabs button")) {

@@ -1,8 +1,12 @@
-// The playground: a model from /v1/models, a prompt, the answer streamed through
-// fetch + ReadableStream by the consumer toolkit (reasoning and tool-call fragments
-// shown as they assemble), Stop aborting the fetch, and the end state with its numbers.
+// The playground: a model from /v1/models, a system prompt, temperature and max tokens,
+// several turns, the answer streamed through fetch + ReadableStream by the consumer
+// toolkit (reasoning and tool-call fragments shown as they assemble), Stop aborting the
+// fetch, the end state with its numbers, the request id opening its record, and the
+// request copied as curl, Python or JS. The operator chats on behalf of an account
+// (account.js gives the key it uses).
 import { streamChat } from "./toolkit.js";
 import { el, orDash, usd } from "./api.js";
+import { curl, javascript, python } from "./snippets.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -21,25 +25,92 @@ const OUTCOMES = Object.freeze({
   incomplete: "Incomplete: the stream ended before its finish_reason and [DONE].",
   error: "Error event: the gateway ended the stream with an error.",
 });
+const SNIPPETS = Object.freeze({ curl, python, js: javascript });
 
 export class Playground {
-  constructor(api, onFinished) {
-    this.api = api;
+  /** `keys` gives the API to chat with (the operator's changes with the account);
+   * `onFinished` runs after each answer, `openRecord(id, api)` shows a request's record. */
+  constructor(keys, { onFinished, openRecord }) {
+    this.keys = keys;
+    this.api = null;
     this.onFinished = onFinished;
+    this.openRecord = openRecord;
     this.abort = null;
     this.tools = new Map();
+    this.turns = [];
   }
 
-  async start() {
+  start() {
     $("chat-form").addEventListener("submit", (event) => {
       event.preventDefault();
       this.send();
     });
     $("stop").addEventListener("click", () => this.abort?.abort());
-    const models = await this.api.json("/v1/models");
+    $("new-chat").addEventListener("click", () => this.newConversation());
+    $("stat-request").addEventListener("click", (event) => {
+      event.preventDefault();
+      const id = $("stat-request").dataset.id;
+      if (id) this.openRecord(id, this.api);
+    });
+    for (const button of document.querySelectorAll("[data-copy]")) {
+      button.addEventListener("click", () => this.copy(button.dataset.copy));
+    }
+  }
+
+  /** The key is settled when the page is first shown (the operator's is made then). */
+  async shown() {
+    if (this.keys.started) return;
+    this.keys.started = true;
+    await this.keys.start((api) => this.use(api));
+  }
+
+  stop() {
+    this.abort?.abort();
+    this.keys.stop();
+  }
+
+  /** Chat with another key from now on (a new account for the operator). */
+  async use(api) {
+    this.api = api;
+    this.newConversation();
+    const models = await api.json("/v1/models");
     const chat = models.data.filter((model) => model.capabilities?.chat !== false);
-    const select = $("model");
-    select.replaceChildren(...chat.map((model) => el("option", model.id, { value: model.id })));
+    $("model").replaceChildren(...chat.map((model) => el("option", model.id, { value: model.id })));
+  }
+
+  newConversation() {
+    this.turns = [];
+    this.transcript();
+  }
+
+  transcript() {
+    const list = $("transcript");
+    list.hidden = this.turns.length === 0;
+    list.replaceChildren(...this.turns.map((turn) => el("li", turn.content, { class: `turn ${turn.role}` })));
+  }
+
+  /** What the next Send posts (without `stream`, which the toolkit sets). */
+  request() {
+    const messages = [];
+    const system = $("system").value.trim();
+    if (system) messages.push({ role: "system", content: system });
+    messages.push(...this.turns, { role: "user", content: $("prompt").value });
+    const fields = {};
+    const maxTokens = Number($("max-tokens").value);
+    if (Number.isInteger(maxTokens) && maxTokens > 0) fields.max_tokens = maxTokens;
+    const temperature = $("temperature").value.trim();
+    if (temperature !== "" && Number.isFinite(Number(temperature))) fields.temperature = Number(temperature);
+    if ($("offer-tool").checked) fields.tools = [WEATHER_TOOL];
+    return { model: $("model").value, messages, fields };
+  }
+
+  copy(kind) {
+    const { model, messages, fields } = this.request();
+    const code = SNIPPETS[kind](`${location.origin}/v1`, { model, messages, stream: true, ...fields });
+    $("snippet").hidden = false;
+    $("snippet").textContent = code;
+    $("snippet").dataset.kind = kind;
+    navigator.clipboard?.writeText(code).catch(() => {});  // shown either way
   }
 
   reset() {
@@ -51,6 +122,7 @@ export class Playground {
     $("outcome").textContent = "";
     $("outcome").className = "outcome";
     for (const id of ["stat-ttft", "stat-rate", "stat-tokens", "stat-cost", "stat-request"]) $(id).textContent = "–";
+    delete $("stat-request").dataset.id;
     $("stat-state").textContent = "streaming";
     this.tools.clear();
   }
@@ -60,20 +132,18 @@ export class Playground {
     this.abort = new AbortController();
     $("send").disabled = true;
     $("stop").disabled = false;
-    const maxTokens = Number($("max-tokens").value);
-    const fields = Number.isInteger(maxTokens) && maxTokens > 0 ? { max_tokens: maxTokens } : {};
-    if ($("offer-tool").checked) fields.tools = [WEATHER_TOOL];
+    const { model, messages, fields } = this.request();
     try {
       const result = await streamChat({
-        baseUrl: `${location.origin}/v1`,
-        apiKey: this.api.key,
-        model: $("model").value,
-        messages: [{ role: "user", content: $("prompt").value }],
-        fields,
-        signal: this.abort.signal,
-        onEvent: (event) => this.onEvent(event),
+        baseUrl: `${location.origin}/v1`, apiKey: this.api.key, model, messages, fields,
+        signal: this.abort.signal, onEvent: (event) => this.onEvent(event),
       });
       this.finish(result);
+      if ((result.state === "complete" || result.state === "truncated") && result.text) {
+        this.turns.push(messages.at(-1), { role: "assistant", content: result.text });
+        this.transcript();
+        $("prompt").value = "";
+      }
     } finally {
       $("send").disabled = false;
       $("stop").disabled = true;
@@ -115,6 +185,7 @@ export class Playground {
     $("stat-tokens").textContent = usage ? `${usage.promptTokens} in, ${usage.completionTokens} out` : "–";
     $("stat-cost").textContent = usage && usage.cost !== null ? usd(usage.cost) : "–";
     $("stat-request").textContent = orDash(result.requestId);
+    if (result.requestId) $("stat-request").dataset.id = result.requestId;
     if (stopped && !usage && result.requestId) this.numbersFromLog(result.requestId);
   }
 

@@ -163,15 +163,16 @@ async def test_the_operator_view_lists_a_key_made_through_the_admin_api(
         )
         assert spent.status == 200, spent.body
         await sign_in(page, base(gw), ADMIN)
-        await expect(page.locator("#tabs button[data-tab=playground]")).to_be_hidden()
         await page.click("#tabs button[data-tab=operator]")
         await page.click("#accounts tr[data-name=acme]")
         listed = page.locator(f"#keys tr[data-prefix='{key['prefix']}']")
         await expect(listed).to_contain_text("web")
         await expect(listed).to_contain_text("$2.50 monthly")  # money as money, not $2.500000
+        await page.click("#tabs button[data-tab=models]")
         demo = page.locator("#connections tr[data-id=conn_demo]")
         await expect(demo).to_contain_text("closed")
         await expect(demo.locator("td").nth(3)).to_have_text("1")
+        await page.click("#tabs button[data-tab=overview]")
         await expect(page.locator("#spend-chart")).to_have_attribute("data-days", "1")
         await expect(page.locator("#spend-total")).to_contain_text("1 requests")
         await leave(page, "operator")
@@ -315,8 +316,9 @@ async def test_a_refused_request_shows_its_error_code_in_the_activity(
         await gw.gateway.writer.flush()
         await sign_in(page, base(gw), key)
         await page.click("#tabs button[data-tab=activity]")
-        status = page.locator(f"#recent tr[data-id={request_id}] .status")
-        await expect(status).to_have_text("error · model_not_found", timeout=10_000)
+        listed = page.locator(f"#recent tr[data-id={request_id}]")
+        await expect(listed.locator(".status")).to_have_text("error", timeout=10_000)
+        await expect(listed.locator(".code")).to_have_text("model_not_found")
 
 
 async def test_a_refusal_before_any_stream_is_named_a_refusal(
