@@ -25,8 +25,8 @@ from sluice.config import FileConfig
 
 _INTRO = """# Configuration reference
 
-`sluice serve --config sluice.toml` reads one TOML file (default:
-`$SLUICE_HOME/sluice.toml`). Every key is optional unless marked *required*; an
+`sluice serve --config sluice.toml` reads one TOML file; without `--config` every key
+takes its default (no file is looked for). Every key is optional unless marked *required*; an
 unknown key is an error, and so is a name that points nowhere (a model's connection,
 a route's model, a model's fallback, a guardrail's route): the gateway does not start,
 or a reload (`SIGHUP`, `sluice reload`) is refused, naming it. Secrets are never in the

@@ -65,8 +65,9 @@ export class Activity {
     this.refresh();
   }
 
+  /** A name where the page knows it, else the id shortened (whole in the record). */
   nameOf(id) {
-    return this.names.get(id) ?? id;
+    return this.names.get(id) ?? short(id);
   }
 
   stop() {
@@ -172,10 +173,11 @@ export class Activity {
     this.records.set(record.id, record);
     const tokens = `${record.prompt_tokens} + ${record.completion_tokens}`;
     const tr = row([
-      record.id, when(record.created_at), this.nameOf(record.account_id), this.nameOf(record.key_id),
+      short(record.id), when(record.created_at).slice(5), this.nameOf(record.account_id), this.nameOf(record.key_id),
       orDash(record.served_model ?? record.requested_model), statusOf(record), orDash(record.error_code),
       tokens, usd(record.cost), ms(record.ttft_ms),
     ], { "data-id": record.id, class: "clickable" });
+    tr.cells[0].title = record.id;
     tr.cells[5].classList.add("status");
     tr.cells[6].classList.add("code");
     tr.onclick = () => this.open(record.id);
@@ -192,6 +194,8 @@ export class Activity {
       ? null : record.credits_held - record.credits_charged;
     const summary = [
       ["Status", statusOf(record)], ["HTTP status", record.http_status || "–"],
+      ["Account", `${this.names.get(record.account_id) ?? ""} ${record.account_id}`.trim()],
+      ["Key", `${this.names.get(record.key_id) ?? ""} ${record.key_id}`.trim()],
       ["Model", `${orDash(record.requested_model)} → ${orDash(record.served_model)}`],
       ["Route", `${orDash(record.route)} ${record.route_name ? `(${record.route_name})` : ""}`],
       ["Provider", `${orDash(record.provider)} via ${orDash(record.connection)}`],
@@ -213,6 +217,11 @@ export class Activity {
     const notes = record.guardrails.map((g) => el("li", `${g.name} (${g.stage}): ${g.action}, ${g.outcome}`));
     $("record-guardrails").replaceChildren(...(notes.length ? notes : [el("li", "none", { class: "muted" })]));
   }
+}
+
+/** An id as a table shows it, `req_…WkTf8IK8` (whole in the record and its title). */
+function short(id) {
+  return `${id.slice(0, id.indexOf("_") + 1)}…${id.slice(-8)}`;
 }
 
 /** The status as a person reads it: a cancelled stream says so. */

@@ -120,6 +120,16 @@ async def test_every_page_fits_its_viewport_at_1280_and_390(tmp_path: Path, page
         acme = await account_with_key(gw, "a-team-with-a-rather-long-name", "the web front end")
         ids = await ask(gw, acme["key"], 5)
         too_wide = []
+        for width in WIDTHS:  # the pages before sign-in: the sign-in form and /docs
+            await page.set_viewport_size({"width": width, "height": 900})
+            for name, path in (("sign-in", "/"), ("docs", "/docs")):
+                await page.goto(base(gw) + path)
+                if name == "docs":
+                    await expect(page.locator("body")).to_have_attribute("data-ready", "true")
+                await screenshot(page, f"page-{name}-{width}")
+                wide = await page.evaluate("document.documentElement.scrollWidth")
+                if wide > width:
+                    too_wide.append((name, "", width, wide))
         for role, key, tabs in (
             ("admin", ADMIN, ("activity", "overview", "operator", "models", "playground")),
             ("api", acme["key"], ("playground", "activity", "overview")),
