@@ -3,7 +3,8 @@
 # machine): Debian packages (nginx, which tests/deploy/test_nginx.py runs in front of a
 # gateway; node, which runs the official Node SDK in tests/server/test_messages_node.py;
 # chromium, which Playwright drives in tests/console/; valgrind, whose instruction
-# counts the CPU guard compares with its baseline),
+# counts the CPU guard compares with its baseline; systemd, whose systemd-analyze
+# verifies deploy/systemd/sluice.service in tests/deploy/test_recipes.py),
 # then tests/node's npm packages from its package-lock.json when node_modules is missing
 # or older than the lock. Where they cannot be installed (not Debian, not root and no
 # sudo, no registry) their tests skip with the reason, except under CI=true, where they fail.
@@ -17,6 +18,7 @@ debian_packages() {
   command -v npm >/dev/null 2>&1 || missing+=(npm)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)  # the CPU guard (bench/cpu_guard.py)
+  command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)  # tests/deploy/test_recipes.py
   [ ${#missing[@]} -eq 0 ] && return 0
 
   if ! command -v apt-get >/dev/null 2>&1; then
