@@ -15,7 +15,7 @@ from sluice.cli.admin import config_option, home_option
 from sluice.cli.output import print_table
 from sluice.cli.requests import parse_when
 from sluice.cli.state import run_on_store
-from sluice.core.money import usd_from_nano
+from sluice.core.money import usd_from_nano, usd_text
 from sluice.errors import NotFoundError
 from sluice.server.spend_report import group_doc, report_doc
 from sluice.storage.base import Store
@@ -48,11 +48,11 @@ def _table(by: SpendBy, groups: list[SpendGroup], total: SpendTotal) -> Any:
         table.add_column("prefix")
         table.add_column("label")
     table.add_column("requests", justify="right", footer=str(total.requests))
-    table.add_column("spend (USD)", justify="right", footer=f"{usd_from_nano(total.spend):.6f}")
+    table.add_column("spend", justify="right", footer=usd_text(total.spend))
     for group in groups:
         value = group_doc(by, group)[by] or "(not recorded)"
         names = [group.prefix or "", group.label or ""] if by == "key" else []
-        spend = f"{usd_from_nano(group.spend):.6f}"
+        spend = usd_text(group.spend)
         table.add_row(str(value), *names, str(group.requests), spend)
     return table
 

@@ -76,12 +76,14 @@ def test_since_and_account_narrow_the_report(home: Path) -> None:
 
 
 def test_the_table_shows_each_group_and_the_total(home: Path) -> None:
+    """Money as money, to the nano-dollar: six decimals printed labs' 40 nano-dollars
+    as 0.000000 and hid team's last 8 (issue 24)."""
     result = run(home, "spend", "--by", "key")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert any("key_team" in line and "0.004000" in line for line in lines)
-    assert any("key_labs" in line and "0.000000" in line for line in lines)
-    assert any("total" in line and "4" in line and "0.004000" in line for line in lines)
+    assert any("key_team" in line and "$0.004000008" in line for line in lines)
+    assert any("key_labs" in line and "$0.00000004" in line for line in lines)
+    assert any("total" in line and "4" in line and "$0.004000048" in line for line in lines)
 
 
 def test_no_charges_says_so_and_an_unknown_account_fails(home: Path) -> None:

@@ -6,10 +6,6 @@ commands say which install they need."""
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
-import sys
 import urllib.request
 import zipfile
 from collections.abc import Iterator
@@ -18,39 +14,10 @@ from pathlib import Path
 import pytest
 
 from sluice import __version__
+from tests.deploy.conftest import run, serving, venv, wheel
 
-ROOT = Path(__file__).parent.parent.parent
 CLIENT_BUDGET_MB = 80
 """What the client-only install may weigh in site-packages (pip itself included)."""
-
-
-def run(*args: str | Path, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON"))}
-    argv = [str(a) for a in args]
-    return subprocess.run(
-        argv, check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-@pytest.fixture(scope="module")
-def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    built = run(sys.executable, "-m", "build", "--wheel", "--sdist", "--outdir", out, ROOT, cwd=out)
-    assert built.returncode == 0, built.stdout + built.stderr
-    return out
-
-
-def venv(where: Path, requirement: str) -> Path:
-    made = run(sys.executable, "-m", "venv", where, cwd=where.parent)
-    assert made.returncode == 0, made.stderr
-    installed = run(where / "bin" / "pip", "install", "-q", requirement, cwd=where.parent)
-    assert installed.returncode == 0, installed.stdout + installed.stderr
-    return where / "bin"
-
-
-def wheel(dist: Path) -> Path:
-    [found] = dist.glob(f"sluice_gateway-{__version__}-py3-none-any.whl")
-    return found
 
 
 def test_both_distributions_build_at_the_packages_version(dist: Path) -> None:
@@ -66,25 +33,8 @@ def served(dist: Path, tmp_path: Path) -> Iterator[tuple[str, str]]:
     from a directory with no Sluice source in it: (base URL, dev key)."""
     bin_dir = venv(tmp_path / "server", f"{wheel(dist)}[server]")
     home = tmp_path / "home"
-    proc = subprocess.Popen(
-        [bin_dir / "sluice", "serve", "--port", "0", "--home", home],
-        cwd=tmp_path,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        banner = ""
-        while (found := re.search(r"listening on (http://127\.0\.0\.1:\d+)", banner)) is None:
-            line = proc.stderr.readline()
-            assert line, f"the gateway exited: {banner}"
-            banner += line
-        yield found[1], (home / "dev-key").read_text().strip()
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        assert proc.stderr is not None
-        proc.stderr.close()
+    with serving([bin_dir / "sluice", "serve", "--port", "0", "--home", home], tmp_path) as url:
+        yield url, (home / "dev-key").read_text().strip()
 
 
 def test_the_wheel_with_its_server_extra_serves_the_demo(served: tuple[str, str]) -> None:
