@@ -6,6 +6,8 @@
 #       sluice             the development key (unmetered), SQLite
 #       sluice-metered     a credit-metered key (hold, settle, request-log row), SQLite
 #       sluice-metered-pg  a credit-metered key on PostgreSQL (PG_ADMIN's server)
+#       sluice-resumable   sluice-metered with a resumable key: every stream keeps its
+#                          events for a reconnect (docs/api.md#resumable-streams)
 #
 # Core 0: fake upstream + load generator. Core 1: the target under test.
 # Env: REPS (3) DURATION (5) KIT (../shared/bench) LITELLM (path to a `litellm` binary,
@@ -49,7 +51,7 @@ run() {  # label url key model
   KEY="$3" MODEL="$4" PY="$PY" RAW="$RAW" "$KIT/run.sh" "$2" "$1" | tail -n +2
 }
 
-sluice_home() {  # name storage-url [metered]: a home with its config; prints the key to use
+sluice_home() {  # name storage-url [metered|resumable]: a home with its config; prints the key to use
   local home="$WORK/$1"
   mkdir -p "$home"
   { echo "[storage]"; echo "url = \"$2\""; cat bench/sluice-bench.toml; } > "$home/sluice.toml"
@@ -57,7 +59,10 @@ sluice_home() {  # name storage-url [metered]: a home with its config; prints th
   if [ -n "${3:-}" ]; then
     SLUICE_HOME="$home" .venv/bin/sluice accounts create bench --credits 1000000 \
       --config "$home/sluice.toml" >/dev/null
-    SLUICE_HOME="$home" .venv/bin/sluice keys create --account bench --config "$home/sluice.toml"
+    local resumable=()
+    [ "$3" = resumable ] && resumable=(--resumable)
+    SLUICE_HOME="$home" .venv/bin/sluice keys create --account bench "${resumable[@]}" \
+      --config "$home/sluice.toml"
   fi
 }
 
@@ -92,6 +97,7 @@ for target in "${TARGETS[@]}"; do
       run aiohttp-pipe http://127.0.0.1:9100/v1/chat/completions sk-x fake-model; stop_last ;;
     sluice) sluice sluice "sqlite:///$WORK/sluice/sluice.db" ;;
     sluice-metered) sluice sluice-metered "sqlite:///$WORK/sluice-metered/sluice.db" metered ;;
+    sluice-resumable) sluice sluice-resumable "sqlite:///$WORK/sluice-resumable/sluice.db" resumable ;;
     sluice-metered-pg)
       psql "$PG_ADMIN" -qc "CREATE DATABASE $DB" >/dev/null
       sluice sluice-metered-pg "${PG_ADMIN%/*}/$DB" metered ;;

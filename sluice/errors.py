@@ -96,6 +96,14 @@ class NotFoundError(InvalidRequestError):
     default_code = "unknown_url"
 
 
+class StreamExpiredError(InvalidRequestError):
+    """A resumable stream that can no longer be resumed (kept past its retention, or
+    past its buffer's bound); the message says which."""
+
+    status = 410
+    default_code = "stream_expired"
+
+
 class MethodNotAllowedError(InvalidRequestError):
     status = 405
     default_code = "method_not_allowed"

@@ -32,6 +32,7 @@ from sluice.config import (
     RoutingConfig,
     ServerConfig,
     StorageConfig,
+    StreamsConfig,
     TelemetryConfig,
 )
 from sluice.core.connection import ConnectionSettings, Secret
@@ -69,6 +70,7 @@ class Settings(msgspec.Struct, frozen=True):
     limits: LimitsConfig
     routing: RoutingConfig
     metering: MeteringConfig
+    streams: StreamsConfig
     connections: tuple[ConnectionSettings, ...]
     models: tuple[ModelConfig, ...]
     routes: tuple[RouteConfig, ...]
@@ -243,6 +245,7 @@ def build_settings(
         limits=file.limits,
         routing=file.routing,
         metering=file.metering,
+        streams=file.streams,
         connections=tuple(connections),
         models=tuple(file.models),
         routes=tuple(file.routes),

@@ -8,6 +8,7 @@ from bench.resilience import (
     neighbours,
     network,
     protocol,
+    resume,
     secrets,
     uploads,
 )
@@ -20,6 +21,7 @@ __all__ = (
     "neighbours",
     "network",
     "protocol",
+    "resume",
     "secrets",
     "uploads",
 )

@@ -52,6 +52,7 @@ class KeyChanges(AllowanceChanges, forbid_unknown_fields=True, kw_only=True):
     name: Text | UnsetType | None = UNSET
     models: list[ModelName] | UnsetType | None = UNSET
     expires_at: str | UnsetType | None = UNSET
+    resumable: bool | UnsetType | None = UNSET
 
 
 _LAST_SECOND: Final = 253_402_300_799
@@ -90,6 +91,8 @@ def apply_changes(
     updates = _allowance_updates(changes)
     if not isinstance(changes.models, UnsetType):
         updates["models"] = None if changes.models is None else tuple(changes.models)
+    if not isinstance(changes.resumable, UnsetType):
+        updates["resumable"] = changes.resumable is True
     if not isinstance(changes.expires_at, UnsetType):
         updates["expires_at"] = (
             None if changes.expires_at is None else parse_expiry(changes.expires_at)
@@ -144,6 +147,7 @@ async def key_doc(store: Store, key: KeyInfo, now: int) -> dict[str, object]:
         "revoked": key.revoked_at is not None,
         "models": None if policy.models is None else list(policy.models),
         "expires_at": iso_time(policy.expires_at),
+        "resumable": policy.resumable,
         **allowance_doc(policy, spent),
     }
 

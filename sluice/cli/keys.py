@@ -44,6 +44,11 @@ def _policy_options(command: Callable[..., Any]) -> Callable[..., Any]:
             ),
             click.option("--expires", default=None, help="Expiry, ISO 8601 with a time zone."),
             click.option("--label", "--name", "label", default=None, help="A label for listings."),
+            click.option(
+                "--resumable/--not-resumable",
+                default=None,
+                help="Every stream of the key is resumable (docs/api.md#resumable-streams).",
+            ),
         ]
     ):
         command = option(command)
@@ -51,12 +56,19 @@ def _policy_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _changes(
-    *, models: str | None, expires: str | None, label: str | None, **allowance: Any
+    *,
+    models: str | None,
+    expires: str | None,
+    label: str | None,
+    resumable: bool | None,
+    **allowance: Any,
 ) -> KeyChanges:
     model_list = given(models)
     if isinstance(model_list, str):  # "" allows none, as [] does in the admin API
         model_list = [m.strip() for m in model_list.split(",") if m.strip()]
     fields = {"label": given(label), "models": model_list, "expires_at": given(expires)}
+    if resumable is not None:
+        fields["resumable"] = resumable
     return checked(KeyChanges, fields | allowance_changes(**allowance))
 
 
@@ -68,6 +80,8 @@ def _describe(key: KeyInfo) -> str:
     if policy.expires_at is not None:
         parts.append(f"expires={iso_time(policy.expires_at)}")
     parts += [f"{k}={v}" for k, v in (("rpm", policy.rpm), ("tpm", policy.tpm)) if v]
+    if policy.resumable:
+        parts.append("resumable")
     return "  ".join(parts)
 
 

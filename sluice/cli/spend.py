@@ -15,7 +15,7 @@ from sluice.cli.admin import config_option, home_option
 from sluice.cli.output import print_table
 from sluice.cli.requests import parse_when
 from sluice.cli.state import run_on_store
-from sluice.core.money import usd_from_nano, usd_text
+from sluice.core.money import usd_text
 from sluice.errors import NotFoundError
 from sluice.server.spend_report import group_doc, report_doc
 from sluice.storage.base import Store

@@ -145,6 +145,22 @@ class RoutingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A 429's ``Retry-After`` opens that circuit for as long, capped at this."""
 
 
+class StreamsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Resumable streams (docs/api.md#resumable-streams): what one keeps so a client
+    cut off can pick it up again, and for how long."""
+
+    resume_max_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 8 * 1024 * 1024
+    """The events one resumable stream keeps; past it the stream is no longer resumable
+    (a client still reading it is served on; one that left is cut, charged for what was
+    produced)."""
+    resume_retention: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+    """Seconds a stream nobody reads runs on before it is cancelled, and seconds its
+    events are kept after it ended; a reconnect after that gets 410."""
+    resume_per_account: Annotated[int, msgspec.Meta(ge=0)] = 16
+    """Streams of one account that may run on at once with no client reading them; a
+    client leaving one more is cancelled as if it were not resumable."""
+
+
 class MeteringConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     hold_ttl: Annotated[float, msgspec.Meta(gt=0)] = 3600.0
     """Seconds a credit hold lives; a crashed process's holds are reclaimed after it."""
@@ -256,6 +272,8 @@ class FileConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Circuit breakers per (connection, model)."""
     metering: MeteringConfig = MeteringConfig()
     """Credit holds and per-process reservations (docs/metering.md)."""
+    streams: StreamsConfig = StreamsConfig()
+    """Resumable streams: their buffer and retention."""
     telemetry: TelemetryConfig = TelemetryConfig()
     """OpenTelemetry tracing (docs/observability.md)."""
     connections: list[ConnectionConfig] = []

@@ -31,7 +31,7 @@ unknown key is an error, and so is a name that points nowhere (a model's connect
 a route's model, a model's fallback, a guardrail's route): the gateway does not start,
 or a reload (`SIGHUP`, `sluice reload`) is refused, naming it. Secrets are never in the
 file: it names the environment variables that hold them (`api_key_env`,
-`admin_key_env`, `secret_key_env`). README.md, "Configure it", shows a whole file.
+`admin_key_env`, `secret_key_env`). README.md, "Configure it", shows a sample.
 
 This page is generated from the schema (`sluice/config/`) by
 `python -m sluice.config.reference`; a test fails when the two differ.

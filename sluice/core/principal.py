@@ -36,6 +36,9 @@ class KeyPolicy(Allowance, frozen=True):
 
     models: tuple[str, ...] | None = None
     expires_at: int | None = None
+    resumable: bool = False
+    """Every stream of the key is resumable (docs/api.md#resumable-streams), for
+    clients that cannot ask for it."""
 
     def allows(self, name: str) -> bool:
         return self.models is None or any(fnmatchcase(name, glob) for glob in self.models)

@@ -66,6 +66,10 @@ def _check_models(req: ChatRequest, policy: KeyPolicy, planner: Planner) -> None
             )
 
 
+_READ_ON = frozenset({"drain", "resumable"})
+"""A request that reads on after its client left settles when it ends."""
+
+
 class Exchange:
     """``headers``: the response's own headers (request id, rate limits), shared with the
     server, which sends them on errors raised before the exchange ran. ``incoming``: the
@@ -167,7 +171,7 @@ class Exchange:
             await self._fail(failure)
         finally:
             self.status = status
-            if state.disconnect != "drain":  # a drain settles when it ends
+            if state.disconnect not in _READ_ON:  # a drain settles when it ends
                 self.settle(status)
         return status
 
@@ -220,20 +224,23 @@ class Exchange:
                 state.req, principal.account_id, state.request_id, answer
             )
 
-    def drain(self, work: Callable[[], Coroutine[Any, Any, None]]) -> bool:
-        """Read on after the client left (``on_disconnect = "drain"``): settled when
-        ``work()`` ends. False, nothing started, once the gateway is stopping."""
+    def drain(
+        self, work: Callable[[], Coroutine[Any, Any, None]], disconnect: str = "drain"
+    ) -> asyncio.Task[None] | None:
+        """Read on after the client left (``on_disconnect = "drain"``, or a resumable
+        stream): settled when ``work()`` ends. None, nothing started, once the gateway
+        is stopping."""
         state = self.state
         assert state is not None
-        started = self.services.tasks.drain(
+        task = self.services.tasks.drain(
             work,
             started=state.started,
             request_id=state.request_id,
-            then=lambda: self.settle(499),
+            then=lambda: self.settle(200 if state.completed and disconnect != "drain" else 499),
         )
-        if started:
-            state.disconnect = "drain"
-        return started
+        if task is not None:
+            state.disconnect = disconnect
+        return task
 
     def settle(self, status: int) -> None:
         """Settle the hold, queue the rate-limit tokens and the request-log row (no I/O

@@ -44,7 +44,9 @@ def _json_ok(text: str) -> bool:
 
 
 class ExchangeState:
-    """``disconnect``: what the client leaving did (``cancel`` or ``drain``), if it left."""
+    """``disconnect``: what the client leaving did (``cancel``, ``drain``; for a
+    resumable stream ``resumable`` read on, ``abandoned`` when nobody came back), if it
+    left."""
 
     __slots__ = (
         "attempt",
@@ -179,8 +181,8 @@ class ExchangeState:
         return None if self.ticket is None else usd_from_nano(self.charge(self.tokens()))
 
     def status(self) -> str:
-        if self.disconnect is not None:
-            return "cancelled"
+        if self.disconnect is not None and self.disconnect != "resumable":
+            return "cancelled"  # a resumable stream read on ends as its stream did
         if self.error is not None:
             if self.error.code == "guardrail_blocked":
                 return "blocked"

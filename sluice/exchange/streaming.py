@@ -7,7 +7,9 @@ when the client asked for usage) and the connection closes without the end marke
 When an output guardrail applies it sits between the translator and the encoder;
 otherwise the loop is untouched. A client that leaves cancels the upstream call, or
 on a ``drain`` connection the rest is read unsent so the provider's usage is charged
-(docs/api.md#credits-and-cancellation).
+(docs/api.md#credits-and-cancellation). A resumable stream's writes go through its
+relay (:mod:`.relay`), and when its client leaves it is read on into the relay for a
+reconnect (docs/api.md#resumable-streams).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from sluice.core.tally import Tally
 from sluice.core.tokens import estimate_prompt_tokens
 from sluice.errors import ApiError
 from sluice.exchange.keepalive import KeepAlive
-from sluice.exchange.ports import ClientGoneError
+from sluice.exchange.ports import ClientGoneError, StreamEncoder
+from sluice.exchange.relay import End, Resumption, Write
 from sluice.exchange.state import ExchangeState
 from sluice.guardrails.checks import OutputGuard
 from sluice.guardrails.selection import RuleSet
@@ -33,7 +36,9 @@ if TYPE_CHECKING:
     from sluice.exchange.exchange import Exchange
 
 
-async def stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
+async def stream(
+    ex: Exchange, state: ExchangeState, output: RuleSet, resume: Resumption | None = None
+) -> None:
     services, door = ex.services, ex.door
     ticker = KeepAlive(
         ex.writer,
@@ -42,17 +47,26 @@ async def stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
         door.keepalive,
     )
     try:
-        await _stream(ex, state, output)
+        await _stream(ex, state, output, resume)
     finally:
         ticker.stop()
+        if resume is not None and not resume.running_on:
+            resume.done("cancelled")  # a no-op once it ended otherwise
 
 
-async def _stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
+async def _stream(
+    ex: Exchange, state: ExchangeState, output: RuleSet, resume: Resumption | None
+) -> None:
     upstream = await _open(ex, state)
     encoder = ex.door.stream_encoder(
         state.serve(upstream.attempt), lambda: _opening(state), state.req
     )
     writer, metrics = ex.writer, ex.services.metrics
+    write: Write = writer.write
+    end: End = writer.end
+    headers = [*ex.headers, *ex.door.stream_headers]
+    if resume is not None:
+        write, end, headers = resume.bind(writer, ex.headers, ex.door.stream_headers)
     guard = None
     if output:
         guard = OutputGuard(output, request_id=state.request_id, notes=state.guardrails)
@@ -66,21 +80,22 @@ async def _stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
                 first += await guard.finish()
         pending = encoder.events(first) if first else b""
         del first  # written once; not kept for the whole stream
-        writer.start(200, [*ex.headers, *ex.door.stream_headers])
+        writer.start(200, headers)
         if guard is not None and guard.failure is not None:
             raise guard.failure
         if not upstream.ended:
-            await writer.write(pending)
+            await write(pending)
             pending = b""
-            await _pump(upstream, guard, writer.write, encoder.events)
+            await _pump(upstream, guard, write, encoder.events)
     except ApiError as err:
         upstream.close()
         state.error = err
         tally = state.tally(cut=True, credits=False) if state.req.include_usage else None
-        await writer.end(pending + encoder.failure(err, tally), close=True)
+        await end(pending + encoder.failure(err, tally), close=True)
         return
     except (ClientGoneError, asyncio.CancelledError):
-        _client_left(ex, state, upstream)
+        if resume is None or not _run_on(ex, state, upstream, resume, encoder=encoder, guard=guard):
+            _client_left(ex, state, upstream)
         raise
     except BaseException:
         upstream.close()
@@ -91,7 +106,7 @@ async def _stream(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
     include = state.req.include_usage
     ending = encoder.ending(state.tally(cut=False, credits=True) if include else None)
     ex.remember(state, encoder)
-    await writer.end(pending + ending)
+    await end(pending + ending)
 
 
 def _opening(state: ExchangeState) -> Tally | None:
@@ -181,3 +196,63 @@ async def _drain(state: ExchangeState, upstream: UpstreamStream) -> None:
 
 async def _unsent(batch: ChunkBatch) -> None:
     """A drain's sink: the client is gone."""
+
+
+def _run_on(
+    ex: Exchange,
+    state: ExchangeState,
+    upstream: UpstreamStream,
+    resume: Resumption,
+    *,
+    encoder: StreamEncoder,
+    guard: OutputGuard | None,
+) -> bool:
+    """The client of a resumable stream left: read on into its relay for a reconnect.
+    False when it may not (cancelled, past its buffer, the account's cap, stopping)."""
+    if upstream.ended or not resume.relays.may_run_alone(resume.relay, resume.config):
+        return False
+    task = ex.drain(
+        lambda: _into_relay(ex, state, upstream, resume, encoder=encoder, guard=guard),
+        "resumable",
+    )
+    if task is None:
+        return False
+    resume.run_on(task)
+    return True
+
+
+async def _into_relay(
+    ex: Exchange,
+    state: ExchangeState,
+    upstream: UpstreamStream,
+    resume: Resumption,
+    *,
+    encoder: StreamEncoder,
+    guard: OutputGuard | None,
+) -> None:
+    """The rest of the stream, encoded into the relay with nobody on the line; it ends
+    as it would have for the client (the usage and end marker, or the error event)."""
+    relay = resume.relay
+
+    async def keep(data: bytes) -> None:
+        relay.stamp(data)
+
+    try:
+        await _pump(upstream, guard, keep, encoder.events)
+    except ApiError as err:
+        upstream.close()
+        state.error = err
+        tally = state.tally(cut=True, credits=False) if state.req.include_usage else None
+        relay.stamp(encoder.failure(err, tally))
+        resume.done("failed")
+        return
+    except BaseException:
+        upstream.close()
+        state.disconnect = "abandoned" if relay.ended == "abandoned" else "cancel"
+        resume.done("cancelled")
+        raise
+    state.completed = True
+    include = state.req.include_usage
+    relay.stamp(encoder.ending(state.tally(cut=False, credits=True) if include else None))
+    ex.remember(state, encoder)
+    resume.done("complete")

@@ -93,19 +93,19 @@ class Tasks:
         started: float,
         request_id: str,
         then: Callable[[], None],
-    ) -> bool:
+    ) -> asyncio.Task[None] | None:
         """Run ``work()`` unwatched, then ``then()`` however it ended; cut before the
-        request's credit hold expires (an expired hold is reclaimed free). False, and
+        request's credit hold expires (an expired hold is reclaimed free). None, and
         nothing started, once the gateway is stopping."""
         if not self._may_drain:
-            return False
+            return None
         budget = 0.9 * self._hold_ttl - (self._clock() - started)
         task = asyncio.get_running_loop().create_task(
             self._drained(work(), budget, request_id, then)
         )
         self._drains.add(task)
         task.add_done_callback(self._drains.discard)
-        return True
+        return task
 
     @staticmethod
     async def _drained(

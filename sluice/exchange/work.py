@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 from sluice.core.demand import Demand, chat_demand
 from sluice.core.tokens import estimate_prompt_tokens
 from sluice.exchange.completion import complete
+from sluice.exchange.relay import Resumption
 from sluice.exchange.state import ExchangeState
 from sluice.exchange.streaming import stream
 from sluice.guardrails.selection import RuleSet
@@ -55,10 +56,16 @@ class _Chat:
 
 
 class Streamed(_Chat):
-    """A chat answer streamed as it comes (:mod:`.streaming`)."""
+    """A chat answer streamed as it comes (:mod:`.streaming`), resumable after a cut
+    when it has a ``resume`` (:mod:`.relay`)."""
+
+    __slots__ = ("resume",)
+
+    def __init__(self, resume: Resumption | None = None) -> None:
+        self.resume = resume
 
     async def run(self, ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
-        await stream(ex, state, output)
+        await stream(ex, state, output, self.resume)
 
 
 class Whole(_Chat):
@@ -68,6 +75,7 @@ class Whole(_Chat):
         await complete(ex, state, output)
 
 
-def chat_work(req: ChatRequest) -> Work:
-    """A chat-shaped request's work, as it asked: streamed or whole."""
-    return Streamed() if req.is_stream else Whole()
+def chat_work(req: ChatRequest, resume: Resumption | None = None) -> Work:
+    """A chat-shaped request's work, as it asked: streamed (resumable with ``resume``)
+    or whole."""
+    return Streamed(resume) if req.is_stream else Whole()

@@ -32,6 +32,7 @@ from sluice.exchange.failures import answer_failure, answer_shutdown, unexpected
 from sluice.exchange.heads import error_headers
 from sluice.exchange.ports import ClientGoneError, Headers
 from sluice.exchange.refusals import REFUSAL_STATUSES, held
+from sluice.exchange.relay import Relays
 from sluice.exchange.services import Services
 from sluice.exchange.tenants import Tenants
 from sluice.frontdoors.responses.memory import ResponseMemory
@@ -122,6 +123,7 @@ class Gateway:
             msgspec.json.encode(openapi_document()),
             feeds=LiveFeeds(clock, wall_clock),
             counts=CountCache(clock),
+            relays=Relays(clock),
             wall_clock=wall_clock,
         )
 

@@ -14,6 +14,7 @@ from sluice.exchange.exchange import Exchange
 from sluice.exchange.ports import FrontDoor, Remembering
 from sluice.exchange.record import refusal_record
 from sluice.exchange.refusals import REFUSAL_STATUSES
+from sluice.exchange.relay import Relays, Resumption
 from sluice.exchange.services import Services
 from sluice.exchange.work import chat_work
 from sluice.server.call import Call
@@ -22,6 +23,8 @@ from sluice.server.count_tokens import COUNT_TOKENS_PATH, INPUT_TOKENS_PATH
 if TYPE_CHECKING:
     from sluice.server.context import GatewayContext
 
+RESUMABLE_HEADER = "x-sluice-resumable"
+"""``true`` asks for a resumable stream on any door (docs/api.md#resumable-streams)."""
 OMITTED_TOOLS_HEADER = "x-sluice-omitted-tools"
 """Names the kinds of tool a request offered that no upstream was sent."""
 LOGGED = MappingProxyType(
@@ -38,12 +41,17 @@ LOGGED = MappingProxyType(
 
 
 async def serve_door(
-    door: FrontDoor, gw: GatewayContext, call: Call, *, memory: Remembering | None = None
+    door: FrontDoor,
+    gw: GatewayContext,
+    call: Call,
+    *,
+    relays: Relays,
+    memory: Remembering | None = None,
 ) -> None:
     """A front door's endpoint: decode, then the exchange runs the request (with the
-    door's ``memory`` of its answers, if it keeps them). The call was counted against
-    its request limit when it arrived; an account found empty is refused before its
-    body is decoded."""
+    door's ``memory`` of its answers, if it keeps them; a stream asked for resumable
+    kept in ``relays``). The call was counted against its request limit when it
+    arrived; an account found empty is refused before its body is decoded."""
     services = gw.services  # this request's, to its end, whatever a reload swaps in
     assert call.principal is not None
     refuse_empty_account(services, call.principal)
@@ -58,10 +66,18 @@ async def serve_door(
     exchange = call.exchange = Exchange(
         services, door, call.writer, answering, incoming, counted=True, memory=memory
     )
+    resume = None
+    if req.is_stream and (
+        req.asks_resumable
+        or call.principal.policy.resumable
+        or headers.get(RESUMABLE_HEADER, "").lower() == "true"
+    ):
+        relay = relays.open(call.request_id, call.principal.account_id, gw.settings.streams)
+        resume = Resumption(relays, relay, gw.settings.streams)
     await exchange.run(
         req,
         call.principal,
-        work=chat_work(req),
+        work=chat_work(req, resume),
         omitted_tools=omitted,
         request_id=call.request_id,
         created=call.created,

@@ -33,7 +33,8 @@ _REASONS: Final = MappingProxyType({
     "401": "No key, or not a valid one", "402": "The credits or budget do not cover it",
     "403": "The key may not do this", "404": "Not found (an admin path: or the admin API is off)",
     "409": "It conflicts with what is stored: the name or id is taken, or the prefix names "
-    "several live keys", "413": "The body is too large", "422": "The config file was refused",
+    "several live keys", "410": "Gone: a resumable stream past its retention or its buffer",
+    "413": "The body is too large", "422": "The config file was refused",
     "429": "Rate limited",
     "503": "Not ready", "5XX": "The gateway or the upstream failed",
 })  # fmt: skip

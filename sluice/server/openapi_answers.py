@@ -148,6 +148,7 @@ class KeyShown(msgspec.Struct, kw_only=True):
     revoked: bool
     models: list[str] | None
     expires_at: str | None
+    resumable: bool
     rpm: int | None
     tpm: int | None
     budget: float | None

@@ -41,6 +41,7 @@ from sluice.server.openapi_answers import (
     messages_events,
     responses_events,
 )
+from sluice.server.streams import StreamState
 from sluice.storage.base import REQUEST_STATUSES, RequestRecord
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import ChatCompletion, ModelEntry, ModelList
@@ -114,6 +115,9 @@ _SERVED_MODEL = Param(name="model", where="path", required=True, literal_slashes
 _RESPONSE_ID = Param(name="response_id", where="path", required=True,
                      pattern="^resp_[0-9A-Za-z]{1,64}$", description="The stored response's id")
 _INCLUDE = Param(name="include", description="Accepted and ignored")
+_STREAM_ID = Param(name="request_id", where="path", required=True,
+                   pattern="^req_[0-9A-Za-z]{1,64}$",
+                   description="The stream's request id (X-Sluice-Resume-Url names it)")
 _STORED = (_RESPONSE_ID, Param(name="stream", enum=("false",), description="Only false (the "
                                "default): a stored response is not streamed again"),
            Param(name="starting_after", type="integer", description="Accepted and ignored "
@@ -229,6 +233,14 @@ ENDPOINTS: Final = (
              "of a stored response's input items (404 `response_not_found`; 400 naming the "
              "parameter that is wrong)", answer=InputItemPage, params=_ITEMS,
              errors=(400, 401, 404, 429)),
+    Endpoint(path="/v1/streams/{request_id}", method="get", summary="A resumable stream "
+             "again: the events after the one `Last-Event-ID` names (none: from the start), "
+             "then the live tail and the end (404: none of this account's; 410 "
+             "`stream_expired`: past its retention or its buffer)", text=("text/event-stream",),
+             params=(_STREAM_ID,), errors=(400, 401, 404, 410, 429)),
+    Endpoint(path="/v1/streams/{request_id}", method="delete", summary="Stop a resumable "
+             "stream now: what it produced is charged, the rest of the hold released",
+             answer=StreamState, params=(_STREAM_ID,), errors=(401, 404, 410, 429)),
     Endpoint(path="/v1/embeddings", method="post", summary="Embeddings of one input or a "
              "batch (floats or base64), metered on input tokens", body=EmbeddingRequest,
              answer=EmbeddingList, errors=_RUN, example=_embeddings_example),

@@ -13,6 +13,7 @@ from functools import partial
 
 from sluice.accounts.sealing import AccountSeal
 from sluice.exchange.ports import FrontDoor
+from sluice.exchange.relay import RESUME_PREFIX, Relays
 from sluice.frontdoors.chat import ChatCompletionsDoor
 from sluice.frontdoors.embeddings import EmbeddingsDoor
 from sluice.frontdoors.messages.door import MessagesDoor
@@ -40,6 +41,7 @@ from sluice.server.live import LIVE_PATH, LiveFeeds, live_requests
 from sluice.server.models import MODELS_PREFIX
 from sluice.server.openapi import OPENAPI_PATH
 from sluice.server.reload import RELOAD_PATH, reload_endpoint
+from sluice.server.streams import cancel_stream, resume_stream
 
 Methods = dict[str, tuple[Endpoint, bool]]
 """A path's methods: each one's endpoint and whether it needs an API key."""
@@ -61,10 +63,12 @@ class Routes:
         *,
         feeds: LiveFeeds,
         counts: CountCache,
+        relays: Relays,
         wall_clock: Callable[[], float],
     ) -> None:
         messages = MessagesDoor()
         responses = ResponsesDoor(memory, ReasoningSeal(seal), wall_clock)
+        door = partial(serve_door, relays=relays)
         counted_input = partial(
             count_tokens, counts, decode=decode_responses_request, answer=responses_count
         )
@@ -74,9 +78,9 @@ class Routes:
             "/health/ready": {"GET": (endpoints.ready, False)},
             OPENAPI_PATH: {"GET": (partial(endpoints.document, openapi_body), False)},
             "/v1/models": {"GET": (endpoints.models, True)},
-            "/v1/chat/completions": {"POST": (partial(serve_door, ChatCompletionsDoor()), True)},
-            "/v1/messages": {"POST": (partial(serve_door, messages), True)},
-            "/v1/responses": {"POST": (partial(serve_door, responses, memory=responses), True)},
+            "/v1/chat/completions": {"POST": (partial(door, ChatCompletionsDoor()), True)},
+            "/v1/messages": {"POST": (partial(door, messages), True)},
+            "/v1/responses": {"POST": (partial(door, responses, memory=responses), True)},
             EMBEDDINGS_PATH: {"POST": (partial(embeddings, EmbeddingsDoor()), True)},
             COUNT_TOKENS_PATH: {"POST": (partial(count_tokens, counts), True)},
             INPUT_TOKENS_PATH: {"POST": (counted_input, True)},
@@ -95,6 +99,13 @@ class Routes:
         self.prefixes: tuple[tuple[str, Methods], ...] = (
             (REQUEST_LOG_PREFIX, {"GET": (endpoints.request_log, True)}),
             (MODELS_PREFIX, {"GET": (endpoints.model, True)}),
+            (
+                RESUME_PREFIX,
+                {
+                    "GET": (partial(resume_stream, relays), True),
+                    "DELETE": (partial(cancel_stream, relays), True),
+                },
+            ),
             (
                 stored_responses.RESPONSES_PREFIX,
                 {"GET": (stored_responses.read, True), "DELETE": (stored_responses.delete, True)},

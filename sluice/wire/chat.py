@@ -73,6 +73,8 @@ class ResponseFormat(_Wire):
 
 class StreamOptions(_Wire):
     include_usage: bool | Opt | None = UNSET
+    resumable: bool | Opt | None = UNSET
+    """Sluice's: the stream may be resumed after a cut (docs/api.md#resumable-streams)."""
 
 
 PositiveInt = Annotated[int, Meta(ge=1, le=100_000_000)]
@@ -172,6 +174,11 @@ class ChatRequest(_Wire, forbid_unknown_fields=True):
     def include_usage(self) -> bool:
         opts = self.stream_options
         return isinstance(opts, StreamOptions) and opts.include_usage is True
+
+    @property
+    def asks_resumable(self) -> bool:
+        opts = self.stream_options
+        return isinstance(opts, StreamOptions) and opts.resumable is True
 
     @property
     def choice_count(self) -> int:

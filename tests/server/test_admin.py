@@ -77,6 +77,7 @@ async def test_accounts_credits_and_keys(tmp_path: Path) -> None:
             "revoked": False,
             "models": None,
             "expires_at": None,
+            "resumable": False,
             "rpm": None,
             "tpm": None,
             "budget": None,

@@ -1,0 +1,277 @@
+"""Resumable streams (docs/api.md#resumable-streams): a stream's encoded events kept, each
+with an SSE ``id:`` line, so a client cut off reconnects with ``Last-Event-ID`` and
+gets every event after it, then the live tail, then the door's normal end.
+
+A :class:`Relay` is one stream's; it is fed the bytes the door's encoder made (whole
+events), stamps and keeps them, and hands back what goes to the client now. When the
+client leaves, the exchange reads the upstream on into the relay (no client, metered
+as usual) while a reconnect follows it. :class:`Relays` holds the process's relays by
+request id: a stream nobody reads is cancelled after ``resume_retention`` seconds, a
+finished one is forgotten that long after its end, and the ids of forgotten ones are
+remembered (bounded) so a late reconnect learns why (410 ``stream_expired``).
+Per process: a reconnect must reach the worker that serves the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal, Protocol
+
+from sluice.config import StreamsConfig
+from sluice.errors import NotFoundError, StreamExpiredError
+from sluice.exchange.ports import ClientStream, Headers
+
+RESUME_PREFIX = "/v1/streams/"
+RESUME_HEADER = "x-sluice-resume-url"
+_SEPARATOR = b"\n\n"
+_FORGOTTEN_KEPT = 10_000
+"""Forgotten streams whose ids are remembered, with why (the oldest go first)."""
+
+Ending = Literal["complete", "failed", "cancelled", "abandoned"]
+Write = Callable[[bytes], Awaitable[None]]
+
+
+class End(Protocol):
+    async def __call__(self, data: bytes = b"", close: bool = False) -> None: ...
+
+
+class Relay:
+    """One resumable stream's events, in order; event ``n`` (from 1) is ``events[n-1]``."""
+
+    __slots__ = (
+        "_changed",
+        "_partial",
+        "_stamp",
+        "account_id",
+        "ended",
+        "events",
+        "headers",
+        "max_bytes",
+        "overflowed",
+        "readers",
+        "request_id",
+        "size",
+        "task",
+        "timer",
+    )
+
+    def __init__(self, request_id: str, account_id: str, max_bytes: int) -> None:
+        self.request_id = request_id
+        self.account_id = account_id
+        self.max_bytes = max_bytes
+        self.events: list[bytes] = []
+        self.size = 0
+        self.headers: Headers = []
+        """The stream's own headers (its door's, the resume URL), sent again to a
+        reconnect."""
+        self.ended: Ending | None = None
+        self.overflowed = False
+        """Past ``max_bytes``: its events are dropped and it cannot be resumed."""
+        self.readers = 0
+        """Clients reading it now (the first one, then reconnects)."""
+        self.task: asyncio.Task[object] | None = None
+        """What runs the stream now: its request's, then the read-on after a cut."""
+        self.timer: asyncio.TimerHandle | None = None
+        """While nobody reads it: when it is given up."""
+        self._changed = asyncio.Event()
+        self._partial = b""
+        self._stamp = b"id: " + request_id.encode() + b"."
+
+    def stamp(self, data: bytes) -> bytes:
+        """``data``'s whole events, each with its id line, kept; what to send now. A
+        comment (a keep-alive) is sent unkept and unnumbered."""
+        if self._partial:
+            data = self._partial + data
+        cut = data.rfind(_SEPARATOR)
+        if cut < 0:
+            self._partial = data
+            return b""
+        self._partial = data[cut + 2 :]
+        out = []
+        for event in data[: cut + 2].split(_SEPARATOR)[:-1]:
+            if event.startswith(b":"):
+                out.append(event + _SEPARATOR)
+                continue
+            stamped = b"%s%d\n%s\n\n" % (self._stamp, len(self.events) + 1, event)
+            out.append(stamped)
+            if not self.overflowed:
+                self.size += len(stamped)
+                self.overflowed = self.size > self.max_bytes
+                if self.overflowed:
+                    self.events.clear()
+                else:
+                    self.events.append(stamped)
+        self._wake()
+        return b"".join(out)
+
+    def finish(self, ending: Ending) -> None:
+        """It ended (the first ending named is kept)."""
+        if self.ended is None:
+            self.ended = ending
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def signal(self) -> asyncio.Event:
+        """Set at the next event, or the end (take it before reading the events)."""
+        return self._changed
+
+    def after(self, last: int) -> list[bytes]:
+        return self.events[last:]
+
+
+class Relays:
+    """The process's resumable streams, by request id."""
+
+    __slots__ = ("_by_id", "_clock", "_forgotten", "_running_alone")
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._by_id: dict[str, Relay] = {}
+        self._forgotten: dict[str, str] = {}
+        self._running_alone: dict[str, int] = {}
+        """Streams of each account running on with no client reading them."""
+
+    def open(self, request_id: str, account_id: str, config: StreamsConfig) -> Relay:
+        relay = Relay(request_id, account_id, config.resume_max_bytes)
+        self._by_id[request_id] = relay
+        return relay
+
+    def find(self, request_id: str, account_id: str) -> Relay:
+        """The account's stream; 404 for another account's or an unknown one, 410 for
+        one forgotten or no longer resumable."""
+        relay = self._by_id.get(request_id)
+        if relay is not None and relay.account_id == account_id:
+            if relay.overflowed:
+                raise StreamExpiredError(
+                    f"The stream {request_id} outgrew its buffer and cannot be resumed."
+                )
+            return relay
+        why = self._forgotten.get(request_id)
+        if why is not None and why.startswith(account_id + " "):
+            raise StreamExpiredError(why.partition(" ")[2])
+        raise NotFoundError(f"No resumable stream {request_id[:64]} for this key's account.")
+
+    def may_run_alone(self, relay: Relay, config: StreamsConfig) -> bool:
+        """The client left: may the stream run on (resumable, within the account's cap)?
+        If so it is counted until a reader comes back or it ends."""
+        if relay.overflowed or relay.ended is not None:
+            return False
+        if self._running_alone.get(relay.account_id, 0) >= config.resume_per_account:
+            return False
+        self._alone(relay, config)
+        return True
+
+    def reading(self, relay: Relay) -> None:
+        """A reconnect reads it."""
+        if relay.readers == 0 and relay.timer is not None:
+            relay.timer.cancel()
+            relay.timer = None
+            self._count(relay.account_id, -1)
+        relay.readers += 1
+
+    def left(self, relay: Relay, config: StreamsConfig) -> None:
+        """A reconnect stopped reading; nobody else is: the wait starts again."""
+        relay.readers -= 1
+        if relay.readers == 0 and relay.ended is None:
+            self._alone(relay, config)
+
+    def ended(self, relay: Relay, config: StreamsConfig) -> None:
+        """The stream ended (it was finished first): kept ``resume_retention`` seconds
+        more for reconnects."""
+        if relay.timer is not None:
+            relay.timer.cancel()
+            relay.timer = None
+            self._count(relay.account_id, -1)
+        loop = asyncio.get_running_loop()
+        loop.call_later(config.resume_retention, self._forget, relay, "its retention passed")
+
+    def _alone(self, relay: Relay, config: StreamsConfig) -> None:
+        self._count(relay.account_id, 1)
+        loop = asyncio.get_running_loop()
+        relay.timer = loop.call_later(config.resume_retention, self._abandon, relay)
+
+    def _abandon(self, relay: Relay) -> None:
+        """Nobody came back within the retention: cancel it, charged for what it made."""
+        relay.timer = None
+        self._count(relay.account_id, -1)
+        relay.finish("abandoned")
+        self._forget(relay, "nobody resumed it in time")
+        if relay.task is not None:
+            relay.task.cancel()
+
+    def _count(self, account_id: str, change: int) -> None:
+        count = self._running_alone.get(account_id, 0) + change
+        if count > 0:
+            self._running_alone[account_id] = count
+        else:
+            self._running_alone.pop(account_id, None)
+
+    def _forget(self, relay: Relay, why: str) -> None:
+        if self._by_id.get(relay.request_id) is not relay:
+            return  # forgotten already (cancelled, abandoned)
+        del self._by_id[relay.request_id]
+        if len(self._forgotten) >= _FORGOTTEN_KEPT:
+            del self._forgotten[next(iter(self._forgotten))]
+        ended = relay.ended or "cancelled"
+        self._forgotten[relay.request_id] = (
+            f"{relay.account_id} The stream {relay.request_id} ended ({ended}) and {why}."
+        )
+
+    def cancel(self, relay: Relay) -> None:
+        """``DELETE``: stop it now, charged for what it made."""
+        if relay.ended is None:
+            relay.finish("cancelled")
+            self._forget(relay, "it was cancelled")
+            if relay.task is not None:
+                relay.task.cancel()
+
+
+class Resumption:
+    """A resumable stream as its exchange runs it: the relay between the encoder and
+    the client, and the registry that keeps it."""
+
+    __slots__ = ("_closed", "config", "relay", "relays", "running_on")
+
+    def __init__(self, relays: Relays, relay: Relay, config: StreamsConfig) -> None:
+        self.relays = relays
+        self.relay = relay
+        self.config = config
+        self.running_on = False
+        """The client left and the stream runs on for a reconnect."""
+        self._closed = False
+
+    def bind(
+        self, writer: ClientStream, call_headers: Headers, stream_headers: Sequence[tuple[str, str]]
+    ) -> tuple[Write, End, Headers]:
+        """The writes of the stream through the relay, and its headers (the resume URL
+        added); the task running it is what a ``DELETE`` cancels."""
+        relay = self.relay
+        relay.task = asyncio.current_task()
+        resume_url = (RESUME_HEADER, RESUME_PREFIX + relay.request_id)
+        relay.headers = [*stream_headers, resume_url]
+
+        async def write(data: bytes) -> None:
+            await writer.write(relay.stamp(data))
+
+        async def end(data: bytes = b"", close: bool = False) -> None:
+            out = relay.stamp(data)
+            self.done("failed" if close else "complete")
+            await writer.end(out, close=close)
+
+        return write, end, [*call_headers, *relay.headers]
+
+    def run_on(self, task: asyncio.Task[None] | None) -> None:
+        """The stream reads on without its client, in ``task``."""
+        self.running_on = True
+        self.relay.task = task
+
+    def done(self, ending: Ending) -> None:
+        """It ended (the first ending named is kept); kept for reconnects a while."""
+        self.relay.finish(ending)
+        if not self._closed:
+            self._closed = True
+            self.relays.ended(self.relay, self.config)

@@ -1,0 +1,90 @@
+"""``GET`` and ``DELETE /v1/streams/{id}``: a resumable stream picked up again after a
+cut, or stopped (docs/api.md#resumable-streams). Only the account that made it reaches
+it: another's id is a 404 like an unknown one.
+
+A reconnect sends ``Last-Event-ID`` (an event's ``id:``, ``<request id>.<n>``; none:
+from the start) and gets every event after it, then the live tail, then the door's
+normal end, with the headers the stream was first answered with. ``DELETE`` cancels
+the generation at once; what was produced is charged and the rest of the hold released.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from sluice.errors import InvalidRequestError
+from sluice.exchange.heads import JSON
+from sluice.exchange.relay import RESUME_PREFIX, Relay, Relays
+
+if TYPE_CHECKING:
+    from sluice.server.call import Call
+    from sluice.server.context import GatewayContext
+
+LAST_EVENT_ID = "last-event-id"
+_ENCODER = msgspec.json.Encoder()
+
+
+class StreamState(msgspec.Struct, kw_only=True):
+    """``DELETE``'s answer: the stream and how it stands now."""
+
+    id: str
+    object: str = "stream"
+    status: str
+    """``cancelled``, or how it had ended already (``complete``, ``failed``,
+    ``abandoned``)."""
+    events: int
+    """Events it sent (and kept) before it stopped."""
+
+
+def _relay(relays: Relays, call: Call) -> Relay:
+    assert call.principal is not None
+    request_id = call.request.path[len(RESUME_PREFIX) :]
+    return relays.find(request_id, call.principal.account_id)
+
+
+def last_event(header: str | None, relay: Relay) -> int:
+    """The number of the last event the client has: 0 without ``Last-Event-ID``."""
+    if header is None or not header.strip():
+        return 0
+    stream, _, number = header.strip().rpartition(".")
+    if stream != relay.request_id or not number.isdigit() or int(number) > len(relay.events):
+        raise InvalidRequestError(
+            f"Last-Event-ID {header[:80]!r} names no event of stream {relay.request_id}.",
+            code="invalid_last_event_id",
+            param="Last-Event-ID",
+        )
+    return int(number)
+
+
+async def resume_stream(relays: Relays, gw: GatewayContext, call: Call) -> None:
+    """``GET /v1/streams/{id}``: the events after ``Last-Event-ID``, then the live tail."""
+    relay = _relay(relays, call)
+    seen = last_event(call.request.headers.get(LAST_EVENT_ID), relay)
+    config = gw.settings.streams
+    relays.reading(relay)
+    try:
+        call.writer.start(200, [*call.headers, *relay.headers])
+        while True:
+            changed = relay.signal()  # taken before reading: no event slips between
+            events = relay.after(seen)
+            if events:
+                seen += len(events)
+                await call.writer.write(b"".join(events))
+            if relay.ended is not None and seen >= len(relay.events):
+                break
+            await changed.wait()
+        await call.writer.end(close=relay.ended != "complete")
+    finally:
+        relays.left(relay, config)
+
+
+async def cancel_stream(relays: Relays, gw: GatewayContext, call: Call) -> None:
+    """``DELETE /v1/streams/{id}``: stop it now (a stream already ended says how)."""
+    relay = _relay(relays, call)
+    relays.cancel(relay)
+    state = StreamState(
+        id=relay.request_id, status=relay.ended or "cancelled", events=len(relay.events)
+    )
+    await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(state))
