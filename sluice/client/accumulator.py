@@ -188,6 +188,9 @@ class StreamAccumulator:
         self._first_content_at: float | None = None
         self._last_content_at = 0.0
         self._content_events = 0
+        self.last_event_id: str | None = None
+        """The ``id:`` of the last event read (a resumable stream's)."""
+        self.resumes = 0
 
     @property
     def content_seen(self) -> bool:
@@ -202,6 +205,16 @@ class StreamAccumulator:
     def open(self, request_id: str | None) -> None:
         """The response head arrived; ``X-Request-Id`` wins over the chunks' ``id``."""
         self._request_id = request_id
+
+    @property
+    def request_id(self) -> str | None:
+        return self._request_id
+
+    def reconnect(self) -> None:
+        """A resumable stream picked up again: a fresh connection's bytes from here
+        (what the cut one left half-read is dropped), the answer so far kept."""
+        self._decoder = SSEDecoder()
+        self.resumes += 1
 
     def fail(self, error: ErrorInfo) -> None:
         if self._error is None:
@@ -268,6 +281,7 @@ class StreamAccumulator:
             tokens_per_second=self._rate(),
             duration=at - self._call_started,
             attempts=self._attempt,
+            resumes=self.resumes,
         )
 
     def _ttft(self) -> float | None:
@@ -286,6 +300,8 @@ class StreamAccumulator:
         if self.finished:
             return
         self.last_event_at = at
+        if sse.id is not None:
+            self.last_event_id = sse.id
         if sse.is_done:
             self._done = True
             return

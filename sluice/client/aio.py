@@ -13,6 +13,7 @@ the task that iterates closes the connection at once. (A bare ``break`` out of
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
@@ -22,7 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.client.call import ChatCall
 from sluice.client.events import StreamEvent, StreamItem, StreamResult
-from sluice.client.policy import DEFAULT_RETRY, DEFAULT_TIMEOUTS, RetryPolicy, Timeouts, Uniform
+from sluice.client.policy import (
+    DEFAULT_RETRY,
+    DEFAULT_TIMEOUTS,
+    STOP_TIMEOUT,
+    RetryPolicy,
+    Timeouts,
+    Uniform,
+)
 from sluice.client.request import ChatSpec, PreparedRequest
 
 if TYPE_CHECKING:
@@ -57,6 +65,7 @@ class AsyncChatClient:
         messages: Sequence[Any],
         *,
         retry_model: str | None = None,
+        resumable: bool = False,
         **request_fields: Any,
     ) -> AsyncChatStream:
         spec = ChatSpec(
@@ -67,6 +76,7 @@ class AsyncChatClient:
             fields=request_fields,
             retry_model=retry_model,
             headers=self.headers,
+            resumable=resumable,
         )
         return AsyncChatStream(self, spec)
 
@@ -135,10 +145,12 @@ class AsyncChatStream:
         call = ChatCall(self._spec, client.timeouts, client.retry, started=client.clock())
         try:
             while True:
-                request = call.begin(client.clock())
-                async with aclosing(self._attempt(call, request)) as events:
-                    async for event in events:
-                        yield event
+                request: PreparedRequest | None = call.begin(client.clock())
+                while request is not None:  # the attempt, then each resume of it
+                    async with aclosing(self._attempt(call, request)) as events:
+                        async for event in events:
+                            yield event
+                    request = call.resume()
                 result = call.end(client.clock())
                 delay = call.retry_delay(result, client.uniform)
                 if delay is None:
@@ -148,6 +160,7 @@ class AsyncChatStream:
         finally:
             if self.result is None:
                 self.result = call.cancel(client.clock())
+                await self._stop(call)
             if self._owns_client:
                 await client.aclose()
         yield result  # after the cleanup: a caller may stop reading here
@@ -163,15 +176,19 @@ class AsyncChatStream:
         try:
             session = await client.session()
             async with asyncio.timeout(self._left(call)):
-                response = await session.post(
-                    request.url, data=request.body, headers=request.headers
+                response = await session.request(
+                    request.method, request.url, data=request.body or None, headers=request.headers
                 )
                 if response.status != 200:
                     body = await response.read()
                     call.http_error(response.status, body, response.headers.get, client.wall())
                     return
             headers = response.headers
-            call.opened(headers.get("Content-Type"), headers.get("X-Request-Id"))
+            call.opened(
+                headers.get("Content-Type"),
+                headers.get("X-Request-Id"),
+                headers.get("X-Sluice-Resume-Url"),
+            )
             while not call.finished:
                 async with asyncio.timeout(self._left(call)):
                     data = await response.content.readany()
@@ -189,6 +206,18 @@ class AsyncChatStream:
                 response.release()  # back to the pool, or closed if the body is unfinished
             elif response is not None:
                 response.close()
+
+    async def _stop(self, call: ChatCall) -> None:
+        """Closed before its end: a resumable stream is stopped with ``DELETE`` (best
+        effort, a few seconds at most; the gateway gives it up after its retention)."""
+        request = call.stop_request()
+        if request is None:
+            return
+        session = await self._client.session()
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(STOP_TIMEOUT):
+                answer = await session.request(request.method, request.url, headers=request.headers)
+                answer.release()
 
     def _left(self, call: ChatCall) -> float | None:
         """Seconds the next await may take; past the deadline, bytes already received

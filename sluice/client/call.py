@@ -29,6 +29,7 @@ from sluice.client.request import (
     error_from_response,
     not_an_event_stream,
     prepare,
+    stream_request,
 )
 
 CANCELLED = ErrorInfo("cancelled", "the consumer closed the stream", "client_closed")
@@ -47,6 +48,9 @@ class ChatCall:
         self._acc = StreamAccumulator(started)
         self._broken: ErrorInfo | None = None
         self._opened = False
+        self._model = spec.model
+        self.resume_url: str | None = None
+        """A resumable stream's (``X-Sluice-Resume-Url``), once it answered."""
 
     def begin(self, at: float) -> PreparedRequest:
         self.attempt += 1
@@ -54,7 +58,28 @@ class ChatCall:
         request = prepare(self._spec, self.attempt)
         self._acc = StreamAccumulator(self._started, attempt=self.attempt, model=request.model)
         self._opened = False
+        self._model = request.model
+        self.resume_url = None
         return request
+
+    def resume(self) -> PreparedRequest | None:
+        """After an attempt's connection ended: the reconnect of a resumable stream cut
+        before its end (within ``max_resumes``), else None. The answer so far is kept."""
+        acc, last = self._acc, self._acc.last_event_id
+        if self.resume_url is None or last is None or acc.finished:
+            return None
+        if acc.resumes >= self._retry.max_resumes:
+            return None
+        acc.reconnect()
+        self._broken = None
+        return stream_request(self._spec, self.resume_url, self._model, last)
+
+    def stop_request(self) -> PreparedRequest | None:
+        """``DELETE`` of a resumable stream the consumer closed before its end: closing
+        the connection alone would leave it running for a reconnect."""
+        if self.resume_url is None or self._acc.finished:
+            return None
+        return stream_request(self._spec, self.resume_url, self._model)
 
     def http_error(
         self, status: int, body: bytes, headers: Callable[[str], str | None], now: float
@@ -65,8 +90,14 @@ class ChatCall:
         retry_after = headers("Retry-After")
         self._acc.fail(error_from_response(status, body, retry_after, now))
 
-    def opened(self, content_type: str | None, request_id: str | None) -> None:
+    def opened(
+        self, content_type: str | None, request_id: str | None, resume_url: str | None = None
+    ) -> None:
         self._opened = True
+        if self._acc.resumes:  # a reconnect: the stream's request id stays the first one's
+            request_id = self._acc.request_id
+        elif resume_url and resume_url.startswith("/"):
+            self.resume_url = resume_url
         self._acc.open(request_id)
         wrong = not_an_event_stream(content_type)
         if wrong is not None:

@@ -114,6 +114,8 @@ class StreamResult(Struct, frozen=True, kw_only=True):
     tokens_per_second: float | None = None
     duration: float = 0.0
     attempts: int = 1
+    resumes: int = 0
+    """Reconnects of a resumable stream that picked it up after a cut."""
 
     @property
     def ok(self) -> bool:

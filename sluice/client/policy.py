@@ -77,6 +77,9 @@ class RetryPolicy(Struct, frozen=True):
     base_delay: float = 0.5
     max_delay: float = 8.0
     max_retry_after: float = 60.0
+    max_resumes: int = 3
+    """Reconnects of a resumable stream cut mid-way (``Last-Event-ID``), each one
+    picking it up where it broke: no retry, nothing generated twice."""
 
     def backoff(self, retry: int, uniform: Uniform) -> float:
         return uniform(0.0, min(self.max_delay, self.base_delay * 2 ** (retry - 1)))
@@ -100,6 +103,8 @@ class RetryPolicy(Struct, frozen=True):
 
 
 DEFAULT_RETRY: Final = RetryPolicy()
+STOP_TIMEOUT: Final = 3.0
+"""Seconds a resumable stream's ``DELETE`` may take when the consumer closes it."""
 NO_RETRY: Final = RetryPolicy(max_attempts=1)
 DEFAULT_TIMEOUTS: Final = Timeouts()
 

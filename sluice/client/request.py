@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 from msgspec import Struct
@@ -40,7 +41,9 @@ class ChatSpec(Struct, frozen=True, kw_only=True):
     """One chat call. ``base_url`` is OpenAI-style (``…/v1``); ``fields`` are any other
     request fields (``max_tokens``, ``tools``, ``temperature``…). ``stream`` is always
     on and ``stream_options.include_usage`` defaults to on (usage and cost arrive in
-    the stream, so nothing has to count chunks)."""
+    the stream, so nothing has to count chunks). ``resumable`` asks Sluice for a stream
+    that survives a cut (``stream_options.resumable``): the client then reconnects
+    with ``Last-Event-ID`` instead of failing, and a close stops it with ``DELETE``."""
 
     base_url: str
     api_key: str | None
@@ -49,6 +52,7 @@ class ChatSpec(Struct, frozen=True, kw_only=True):
     fields: Mapping[str, Any] = msgspec.field(default_factory=dict)
     retry_model: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    resumable: bool = False
 
     def model_for(self, attempt: int) -> str:
         return self.retry_model if attempt > 1 and self.retry_model else self.model
@@ -59,6 +63,7 @@ class PreparedRequest(Struct, frozen=True):
     headers: tuple[tuple[str, str], ...]
     body: bytes
     model: str
+    method: str = "POST"
 
 
 def prepare(spec: ChatSpec, attempt: int) -> PreparedRequest:
@@ -67,16 +72,32 @@ def prepare(spec: ChatSpec, attempt: int) -> PreparedRequest:
     body["stream_options"] = {"include_usage": True}
     body.update(spec.fields)
     body["model"], body["stream"] = model, True
-    headers = [
-        ("Content-Type", "application/json"),
-        ("Accept", "text/event-stream"),
-        ("User-Agent", USER_AGENT),
-    ]
+    if spec.resumable:
+        body["stream_options"] = {**body["stream_options"], "resumable": True}
+    headers = [("Content-Type", "application/json"), *_headers(spec)]
+    url = spec.base_url.rstrip("/") + "/chat/completions"
+    return PreparedRequest(url, tuple(headers), msgspec.json.encode(body), model)
+
+
+def _headers(spec: ChatSpec) -> list[tuple[str, str]]:
+    headers = [("Accept", "text/event-stream"), ("User-Agent", USER_AGENT)]
     if spec.api_key:
         headers.append(("Authorization", f"Bearer {spec.api_key}"))
     headers.extend(spec.headers)
-    url = spec.base_url.rstrip("/") + "/chat/completions"
-    return PreparedRequest(url, tuple(headers), msgspec.json.encode(body), model)
+    return headers
+
+
+def stream_request(
+    spec: ChatSpec, resume_url: str, model: str, last_event_id: str | None = None
+) -> PreparedRequest:
+    """``GET`` of a resumable stream after ``last_event_id`` (its resume URL, a path on
+    the gateway), or ``DELETE`` of it when ``last_event_id`` is None."""
+    parts = urlsplit(spec.base_url)
+    url = urlunsplit((parts.scheme, parts.netloc, resume_url, "", ""))
+    if last_event_id is None:
+        return PreparedRequest(url, tuple(_headers(spec)), b"", model, "DELETE")
+    headers = (*_headers(spec), ("Last-Event-ID", last_event_id))
+    return PreparedRequest(url, headers, b"", model, "GET")
 
 
 class _Envelope(Struct):

@@ -11,6 +11,7 @@ during a read closes the socket at once.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import random
 import time
@@ -21,7 +22,14 @@ from urllib.parse import urlsplit
 
 from sluice.client.call import ChatCall
 from sluice.client.events import StreamEvent, StreamItem, StreamResult
-from sluice.client.policy import DEFAULT_RETRY, DEFAULT_TIMEOUTS, RetryPolicy, Timeouts, Uniform
+from sluice.client.policy import (
+    DEFAULT_RETRY,
+    DEFAULT_TIMEOUTS,
+    STOP_TIMEOUT,
+    RetryPolicy,
+    Timeouts,
+    Uniform,
+)
 from sluice.client.request import ChatSpec, PreparedRequest
 
 _READ_SIZE = 65536
@@ -55,6 +63,7 @@ class ChatClient:
         messages: Sequence[Any],
         *,
         retry_model: str | None = None,
+        resumable: bool = False,
         **request_fields: Any,
     ) -> ChatStream:
         spec = ChatSpec(
@@ -65,6 +74,7 @@ class ChatClient:
             fields=request_fields,
             retry_model=retry_model,
             headers=self.headers,
+            resumable=resumable,
         )
         return ChatStream(self, spec)
 
@@ -110,7 +120,10 @@ class ChatStream:
         call = ChatCall(self._spec, client.timeouts, client.retry, started=client.clock())
         try:
             while True:
-                yield from self._attempt(call, call.begin(client.clock()))
+                request: PreparedRequest | None = call.begin(client.clock())
+                while request is not None:  # the attempt, then each resume of it
+                    yield from self._attempt(call, request)
+                    request = call.resume()
                 result = call.end(client.clock())
                 delay = call.retry_delay(result, client.uniform)
                 if delay is None:
@@ -120,6 +133,7 @@ class ChatStream:
         finally:
             if self.result is None:
                 self.result = call.cancel(client.clock())
+                self._stop(call)
         yield result
 
     def _attempt(self, call: ChatCall, request: PreparedRequest) -> Generator[StreamEvent]:
@@ -129,14 +143,19 @@ class ChatStream:
             conn = _connection(request.url, self._left(call))
             target = urlsplit(request.url)
             path = target.path + (f"?{target.query}" if target.query else "")
-            conn.request("POST", path, body=request.body, headers=dict(request.headers))
+            body = request.body or None
+            conn.request(request.method, path, body=body, headers=dict(request.headers))
             response = conn.getresponse()
             if response.status != 200:
                 self._settimeout(conn, call)
                 body = response.read()
                 call.http_error(response.status, body, response.getheader, client.wall())
                 return
-            call.opened(response.getheader("Content-Type"), response.getheader("X-Request-Id"))
+            call.opened(
+                response.getheader("Content-Type"),
+                response.getheader("X-Request-Id"),
+                response.getheader("X-Sluice-Resume-Url"),
+            )
             while not call.finished:
                 self._settimeout(conn, call)
                 data = response.read1(_READ_SIZE)
@@ -149,6 +168,21 @@ class ChatStream:
             call.broken(str(exc) or type(exc).__name__)
         finally:
             if conn is not None:
+                conn.close()
+
+    def _stop(self, call: ChatCall) -> None:
+        """Closed before its end: a resumable stream is stopped with ``DELETE`` (best
+        effort; the gateway gives it up after its retention otherwise)."""
+        request = call.stop_request()
+        if request is None:
+            return
+        target = urlsplit(request.url)
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            conn = _connection(request.url, STOP_TIMEOUT)
+            try:
+                conn.request(request.method, target.path, headers=dict(request.headers))
+                conn.getresponse().read()
+            finally:
                 conn.close()
 
     def _left(self, call: ChatCall) -> float | None:
