@@ -116,6 +116,10 @@ class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     balance: Literal["ordered", "weighted"] = "ordered"
     """How the connections serving this model are tried: in configured order, or in an
     order drawn per request by connection ``weight`` (failover still tries them all)."""
+    hedge_after_ms: Annotated[int, msgspec.Meta(ge=1, le=600_000)] | None = None
+    """A stream whose first content has not come this long after this model was tried
+    also starts the next attempt, and keeps whichever answers first (the other is
+    cancelled); within ``[routing] hedge_budget``."""
 
 
 class RouteTargetConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -123,6 +127,8 @@ class RouteTargetConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True)
     """A catalog model's id."""
     connection: str | None = None
     """Only this connection of the model; None: each of its connections in turn."""
+    hedge_after_ms: Annotated[int, msgspec.Meta(ge=1, le=600_000)] | None = None
+    """As a model's ``hedge_after_ms``, for this target of the route (over the model's)."""
 
 
 class RouteConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -143,6 +149,9 @@ class RoutingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """... for this many seconds; then one probe request decides."""
     max_retry_after: Annotated[float, msgspec.Meta(ge=0)] = 300.0
     """A 429's ``Retry-After`` opens that circuit for as long, capped at this."""
+    hedge_budget: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.1
+    """Hedges (``hedge_after_ms``) as a share of the streams that could fire one: a slow
+    provider cannot add more than this share of requests to the next (0: never)."""
 
 
 class StreamsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -146,6 +146,15 @@ class Families:
             "Requests whose client left mid-stream, the rest read on unsent (ended drains).",
             registry=self.registry,
         )
+        self.hedges = Labelled(
+            Counter(
+                "sluice_hedges",
+                "Streams that started their next attempt beside a slow one (hedge_after_ms): "
+                "fired, and won by the hedge.",
+                ["outcome"],
+                registry=self.registry,
+            )
+        )
         self.blocks = Labelled(
             Counter(
                 "sluice_guardrail_blocks",

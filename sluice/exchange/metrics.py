@@ -139,6 +139,10 @@ class ConnectionStats:
         return self.ttft_seconds / self.ttft_count * 1000 if self.ttft_count else None
 
 
+_NOT_FAILED = frozenset({"served", "hedge_lost"})
+"""Attempt outcomes that are no failover (a hedge's race decided before the end)."""
+
+
 class Metrics:
     """The process's metrics as one config labels them: ``operators`` are the ids of
     the operator's connections, the ones labelled by id. A reload relabels
@@ -207,8 +211,14 @@ class Metrics:
         reason = _REFUSALS.get(record.error_type or "")
         if reason is not None and not record.attempts:
             families.refused(reason).inc()
+        hedges = [a for a in record.attempts if a.get("hedge")]
         for attempt in record.attempts[:-1]:
-            families.failovers(self._connection(str(attempt["connection"]))).inc()
+            if not attempt.get("hedge") and attempt["outcome"] not in _NOT_FAILED:
+                families.failovers(self._connection(str(attempt["connection"]))).inc()
+        if hedges:
+            families.hedges("fired").inc()
+            if any(a["outcome"] == "served" for a in hedges):
+                families.hedges("won").inc()
         if record.disconnect == "cancel":
             families.cancellations.inc()
         elif record.disconnect == "drain":

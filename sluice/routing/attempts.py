@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from sluice.errors import ApiError
 from sluice.routing.plan import Attempt
@@ -33,6 +34,9 @@ class AttemptRecord(msgspec.Struct):
     latency_ms: float
     code: str | None = None
     message: str | None = None
+    hedge: bool | UnsetType = UNSET
+    """True: started beside a slower attempt (``hedge_after_ms``), not after it failed
+    (absent otherwise)."""
 
 
 class InFlight:
@@ -47,7 +51,12 @@ class InFlight:
 
 
 def attempt_record(
-    attempt: Attempt, seconds: float, err: ApiError | None, outcome: str = "served"
+    attempt: Attempt,
+    seconds: float,
+    err: ApiError | None,
+    outcome: str = "served",
+    *,
+    hedged: bool = False,
 ) -> AttemptRecord:
     """The record of a try of ``attempt`` that took ``seconds``: ``outcome`` when it did
     not fail, the error's type when it did."""
@@ -61,6 +70,7 @@ def attempt_record(
         latency_ms=round(seconds * 1000, 3),
         code=None if err is None else err.code,
         message=None if err is None else err.message,
+        hedge=True if hedged else UNSET,
     )
 
 

@@ -36,6 +36,8 @@ class CatalogModel(msgspec.Struct, frozen=True):
     """Not in the catalog: an upstream name a pass-through connection serves as is."""
     lacks: frozenset[str] = frozenset()
     """The abilities ``capabilities`` declares it has not (:meth:`ModelCapabilities.lacks`)."""
+    hedge_after: float | None = None
+    """Seconds before a stream's next attempt is started beside it (``hedge_after_ms``)."""
 
     def native_name(self, connection_id: str, provider: str) -> str | None:
         """The upstream's name for this model on a connection, if it serves it."""
@@ -61,6 +63,7 @@ def _entry(model: ModelConfig) -> CatalogModel:
         dimensions=model.dimensions,
         capabilities=model.capabilities,
         lacks=model.capabilities.lacks(),
+        hedge_after=None if model.hedge_after_ms is None else model.hedge_after_ms / 1000,
     )
 
 

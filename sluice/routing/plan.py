@@ -32,12 +32,16 @@ class Attempt(msgspec.Struct, frozen=True):
     model: CatalogModel
     fallback: bool = False
     """From a model's configured ``fallbacks``, not named by the request or its route."""
+    hedge_after: float | None = None
+    """Seconds after which a stream starts the next attempt beside this one."""
 
 
 class Plan(msgspec.Struct, frozen=True):
     requested_model: str
     route_name: str | None
     attempts: tuple[Attempt, ...]
+    hedged: bool = False
+    """Some attempt but the last may start the next beside it (a stream races them)."""
 
     def within(self, allows: Callable[[str], bool]) -> Plan:
         """Without the configured fallbacks to models ``allows`` refuses (a key's
@@ -116,31 +120,38 @@ class Planner:
 
     def _build(self, model: str, extra_models: Sequence[str]) -> Plan:
         route = self._routes.get(model)
-        chain: list[tuple[CatalogModel, str | None]] = (
-            [(self._entry(t.model), t.connection) for t in route.chain]
+        chain: list[tuple[CatalogModel, str | None, float | None]] = (
+            [(self._entry(t.model), t.connection, _seconds(t.hedge_after_ms)) for t in route.chain]
             if route is not None
-            else [(self._names.resolve(model, "model"), None)]
+            else [(self._names.resolve(model, "model"), None, None)]
         )
         chain += [
-            (self._names.resolve(m, f"models[{i}]"), None) for i, m in enumerate(extra_models)
+            (self._names.resolve(m, f"models[{i}]"), None, None) for i, m in enumerate(extra_models)
         ]
         named = len(chain)
-        for entry, _ in list(chain):
-            chain.extend((self._entry(f), None) for f in entry.fallbacks)
+        for entry, _, _ in list(chain):
+            chain.extend((self._entry(f), None, None) for f in entry.fallbacks)
         attempts: list[Attempt] = []
         seen: set[tuple[str, str | None]] = set()
         position = 0
-        for i, (entry, connection) in enumerate(chain):
+        for i, (entry, connection, hedge) in enumerate(chain):
             if (entry.id, connection) in seen:
                 continue
             seen.add((entry.id, connection))
-            found = self._attempts(entry, connection, position_name(position), fallback=i >= named)
+            found = self._attempts(
+                entry,
+                connection,
+                position_name(position),
+                fallback=i >= named,
+                hedge_after=hedge if hedge is not None else entry.hedge_after,
+            )
             if found:
                 attempts += found
                 position += 1
         if not attempts:
             raise self._names.unserved(model, chain[0][0])
-        return Plan(model, route.name if route is not None else None, tuple(attempts))
+        hedged = any(a.hedge_after is not None for a in attempts[:-1])
+        return Plan(model, route.name if route is not None else None, tuple(attempts), hedged)
 
     def _entry(self, model_id: str) -> CatalogModel:
         entry = self._catalog.get(model_id)
@@ -148,7 +159,13 @@ class Planner:
         return entry
 
     def _attempts(
-        self, entry: CatalogModel, connection: str | None, position: str, *, fallback: bool
+        self,
+        entry: CatalogModel,
+        connection: str | None,
+        position: str,
+        *,
+        fallback: bool,
+        hedge_after: float | None,
     ) -> list[Attempt]:
         out = []
         for conn in self._connections:
@@ -156,5 +173,10 @@ class Planner:
                 continue
             native = served_name(entry, conn)
             if native:
-                out.append(Attempt(position, Target(entry.id, native, conn), entry, fallback))
+                target = Target(entry.id, native, conn)
+                out.append(Attempt(position, target, entry, fallback, hedge_after))
         return out
+
+
+def _seconds(milliseconds: int | None) -> float | None:
+    return None if milliseconds is None else milliseconds / 1000

@@ -11,9 +11,11 @@ is :class:`sluice.routing.caller.UpstreamCaller`'s.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from random import Random
 from typing import TypeVar
 
@@ -31,6 +33,7 @@ from sluice.routing.attempts import (
 )
 from sluice.routing.breaker import Breaker, Circuit, State
 from sluice.routing.caller import Completed, Embeddings, UpstreamCaller
+from sluice.routing.hedge import Hedge, HedgeBudget, race
 from sluice.routing.order import ordered_attempts
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.upstream import UpstreamStream
@@ -60,6 +63,7 @@ class Router:
         rng: Random,
         error_body_bytes: int,
         body_bytes: int,
+        hedge_budget: float = 0.0,
     ) -> None:
         self._transport = transport
         self._caller = UpstreamCaller(
@@ -72,6 +76,7 @@ class Router:
         self.breaker = breaker
         self._clock = clock
         self._rng = rng
+        self._hedges = HedgeBudget(hedge_budget)
 
     def scrub(self, err: ApiError, target: Target) -> ApiError:
         """An error of an attempt on ``target`` with that request's credentials (and
@@ -90,6 +95,8 @@ class Router:
         def once(attempt: Attempt, fresh: bool) -> Awaitable[UpstreamStream]:
             return self._caller.open_stream(req, attempt, fresh, try_headers(traced, records))
 
+        if plan.hedged:
+            return await self._hedged(plan, self.ordered(plan), records, once)
         return await self._run(plan, records, once)
 
     async def complete(
@@ -160,43 +167,144 @@ class Router:
             attempt, fresh = tries.popleft()
             if in_flight is not None and in_flight.stopped and last is not None:
                 raise last
-            key = circuit_of(attempt)
-            started = self._clock()
-            if not self.breaker.allow(key, started):
+            if not self._allowed(attempt, records):
                 skipped.append(attempt)
-                records.append(self._record(attempt, started, None, outcome="skipped"))
                 continue
             if in_flight is not None:
                 in_flight.attempt = attempt
             try:
-                result = await once(attempt, fresh)
-            except ApiError as exc:
-                err = self.scrub(exc, attempt.target)
-                records.append(self._record(attempt, started, err))
+                return await self._try(attempt, fresh, records, once)
+            except ApiError as err:
                 if not err.failover:
-                    self.breaker.release(key)
-                    raise err from None
-                opened = self.breaker.failure(key, self._clock(), err.retry_after)
-                if opened:
-                    _log.warning(
-                        "circuit open for %.0f s: connection %s, model %s (%s: %s)",
-                        opened, key[0], key[1], err.code, err.message,
-                    )  # fmt: skip
+                    raise
                 last = err
                 if isinstance(err, RequestNotSentError) and not fresh:
                     tries.appendleft((attempt, True))
+        raise self._exhausted(plan, last, skipped)
+
+    async def _hedged(
+        self,
+        plan: Plan,
+        attempts: Sequence[Attempt],
+        records: list[AttemptRecord],
+        once: Callable[[Attempt, bool], Awaitable[UpstreamStream]],
+        *,
+        race_of: Hedge | None = None,
+    ) -> UpstreamStream:
+        """:meth:`_run` for a stream whose plan hedges: an attempt with ``hedge_after``
+        that has not opened by then races the rest of the plan (:func:`.hedge.race`),
+        within the budget. The rest, started as a hedge (``race_of``), hedges no more:
+        one hedge per request."""
+        hedged = race_of is not None
+        last: ApiError | None = None
+        skipped: list[Attempt] = []
+        for i, attempt in enumerate(attempts):
+            if not self._allowed(attempt, records, hedged):
+                skipped.append(attempt)
+                continue
+            rest = attempts[i + 1 :]
+            if attempt.hedge_after is None or not rest or hedged:
+                try:
+                    return await self._try(
+                        attempt, False, records, once, hedge=race_of, hedged=hedged
+                    )
+                except ApiError as err:
+                    if not err.failover:
+                        raise
+                    last = err
+                    continue
+            hedge = Hedge(attempt.hedge_after)
+            first = asyncio.ensure_future(self._try(attempt, False, records, once, hedge=hedge))
+            try:
+                await asyncio.wait_for(asyncio.shield(first), hedge.after)
+            except TimeoutError:
+                pass
+            except ApiError as err:
+                if not err.failover:
+                    raise
+                last = err
                 continue
             except BaseException:
-                self.breaker.release(key)
+                first.cancel()
                 raise
-            self.breaker.success(key)
-            records.append(self._record(attempt, started, None))
-            return result
+            if first.done():
+                return first.result()
+            if not self._hedges.take():
+                try:
+                    return await first
+                except ApiError as err:
+                    if not err.failover:
+                        raise
+                    last = err
+                    continue
+            stream, _ = await race(
+                first,
+                hedge,
+                partial(self._hedged, plan, rest, records, once, race_of=hedge),
+                UpstreamStream.close,
+            )
+            return stream
+        raise self._exhausted(plan, last, skipped)
+
+    def _allowed(
+        self, attempt: Attempt, records: list[AttemptRecord], hedged: bool = False
+    ) -> bool:
+        """The breaker lets the attempt through; else it is recorded as skipped."""
+        started = self._clock()
+        if self.breaker.allow(circuit_of(attempt), started):
+            return True
+        records.append(self._record(attempt, started, None, outcome="skipped", hedged=hedged))
+        return False
+
+    async def _try(
+        self,
+        attempt: Attempt,
+        fresh: bool,
+        records: list[AttemptRecord],
+        once: Callable[[Attempt, bool], Awaitable[_T]],
+        *,
+        hedge: Hedge | None = None,
+        hedged: bool = False,
+    ) -> _T:
+        """One try the breaker let through: recorded, counted for the breaker; an error
+        that allows failover is raised (scrubbed) for the caller to go on."""
+        key = circuit_of(attempt)
+        started = self._clock()
+        try:
+            result = await once(attempt, fresh)
+        except ApiError as exc:
+            err = self.scrub(exc, attempt.target)
+            records.append(self._record(attempt, started, err, hedged=hedged))
+            if not err.failover:
+                self.breaker.release(key)
+                raise err from None
+            opened = self.breaker.failure(key, self._clock(), err.retry_after)
+            if opened:
+                _log.warning(
+                    "circuit open for %.0f s: connection %s, model %s (%s: %s)",
+                    opened, key[0], key[1], err.code, err.message,
+                )  # fmt: skip
+            raise err from None
+        except asyncio.CancelledError:
+            self.breaker.release(key)
+            if hedge is not None and hedge.decided:  # the other attempt opened first
+                lost = self._record(attempt, started, None, "hedge_lost", hedged=hedged)
+                records.append(lost)
+            raise
+        except BaseException:
+            self.breaker.release(key)
+            raise
+        self.breaker.success(key)
+        records.append(self._record(attempt, started, None, hedged=hedged))
+        return result
+
+    def _exhausted(self, plan: Plan, last: ApiError | None, skipped: list[Attempt]) -> ApiError:
+        """What a plan whose every attempt failed or was skipped raises."""
         if last is not None:
-            raise last
+            return last
         now = self._clock()
         wait = min(self.breaker.reopens_in(circuit_of(a), now) for a in skipped)
-        raise ServiceUnavailableError(
+        return ServiceUnavailableError(
             f"Every connection that serves '{plan.requested_model}' is cooling down after "
             "repeated failures.",
             code="connections_cooling_down",
@@ -204,6 +312,11 @@ class Router:
         )
 
     def _record(
-        self, attempt: Attempt, started: float, err: ApiError | None, outcome: str = "served"
+        self,
+        attempt: Attempt,
+        started: float,
+        err: ApiError | None,
+        outcome: str = "served",
+        hedged: bool = False,
     ) -> AttemptRecord:
-        return attempt_record(attempt, self._clock() - started, err, outcome)
+        return attempt_record(attempt, self._clock() - started, err, outcome, hedged=hedged)

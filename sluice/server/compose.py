@@ -133,6 +133,7 @@ def _generation(lasting: _Lasting, settings: Settings) -> Generation:
         rng=lasting.rng,
         error_body_bytes=server.upstream_error_body_bytes,
         body_bytes=server.upstream_body_bytes,
+        hedge_budget=settings.routing.hedge_budget,
     )
     tenants = Tenants(
         store=lasting.store,
