@@ -92,7 +92,8 @@ def replay_check(file: Path, fault: str | None) -> None:
     "--fault",
     default=None,
     help="The fault when a request's X-Replay-Fault header names none: no-done, length, "
-    "error, comment, crlf, split (events cut across TCP writes), stall, trickle, reset.",
+    "error, comment, crlf, split (events cut across TCP writes), stall, trickle, reset, "
+    "cut-and-resume (a resumable stream cut; GET /v1/streams/ID resumes it).",
 )
 @click.option("--rate", type=click.FloatRange(min=0.1), default=20.0, show_default=True,
               help="Events per second for trickle.")  # fmt: skip

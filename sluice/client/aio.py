@@ -235,6 +235,7 @@ def astream_chat(
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
     retry: RetryPolicy = DEFAULT_RETRY,
     retry_model: str | None = None,
+    resumable: bool = False,
     **request_fields: Any,
 ) -> AsyncChatStream:
     """One streamed chat completion on a private connection pool, closed with the
@@ -247,5 +248,6 @@ def astream_chat(
         messages=messages,
         fields=request_fields,
         retry_model=retry_model,
+        resumable=resumable,
     )
     return AsyncChatStream(client, spec, owns_client=True)

@@ -11,7 +11,11 @@ files in turn; ``X-Replay-File: <name>`` picks one), with the fault the request'
 - ``split``: every event cut across two TCP writes at a random point;
 - ``stall``: the first event, then nothing (the connection stays open);
 - ``trickle``: one event at a time, ``--rate`` events per second;
-- ``reset``: half the stream, then the connection reset (TCP RST).
+- ``reset``: half the stream, then the connection reset (TCP RST);
+- ``cut-and-resume``: a resumable stream as Sluice serves one (an ``id:`` per event,
+  ``X-Sluice-Resume-Url``), cut after a random number of events; ``GET`` of the resume
+  URL with ``Last-Event-ID`` serves the rest (``DELETE`` forgets it), so a client's
+  resume can be tested (docs/api.md#resumable-streams).
 """
 
 from __future__ import annotations
@@ -28,11 +32,14 @@ from aiohttp import web
 
 from sluice.client.replay import FAULTS, Fault, inject
 
-WireFault = Literal["split", "stall", "trickle", "reset"]
+WireFault = Literal["split", "stall", "trickle", "reset", "cut-and-resume"]
 WIRE_FAULTS: Final[tuple[str, ...]] = get_args(WireFault)
 SERVED_FAULTS: Final[tuple[str, ...]] = (*(f for f in FAULTS if f != "split"), *WIRE_FAULTS)
 PATHS: Final = ("/v1/chat/completions", "/v1/messages")
 STALL_SECONDS: Final = 600.0
+RESUME_PREFIX: Final = "/v1/streams/"
+KEPT_STREAMS: Final = 1000
+"""Cut streams kept for a resume (the oldest forgotten first)."""
 _HEADERS: Final = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"))
 
 
@@ -59,11 +66,15 @@ class ReplayServer:
         self._rate = rate
         self._random = random.Random(seed)
         self._turn = 0
+        self._cut: dict[str, list[bytes]] = {}
+        """Cut streams' events (id-stamped), by stream id, for their resume."""
 
     def app(self) -> web.Application:
         app = web.Application()
         for path in PATHS:
             app.router.add_post(path, self._serve)
+        app.router.add_get(RESUME_PREFIX + "{stream}", self._resume)
+        app.router.add_delete(RESUME_PREFIX + "{stream}", self._forget)
         return app
 
     def _pick(self, request: web.Request) -> Recording | None:
@@ -85,10 +96,45 @@ class ReplayServer:
         recording = self._pick(request)
         if recording is None:
             return web.json_response({"error": "no recording of that name"}, status=404)
+        if fault == "cut-and-resume":
+            return await self._cut_and_resume(request, recording.data)
         response = web.StreamResponse(headers=_HEADERS)
         await response.prepare(request)
         await self._write(request, response, recording.data, fault or None)
         return response
+
+    async def _cut_and_resume(self, request: web.Request, data: bytes) -> web.StreamResponse:
+        """The stream id-stamped, cut after 1 to n-1 events; kept for its resume."""
+        self._turn += 1
+        stream = f"replay_{self._turn}"
+        events = [e for e in data.split(b"\n\n") if e.strip()]
+        stamped = [b"id: %s.%d\n%s\n\n" % (stream.encode(), i, e) for i, e in enumerate(events, 1)]
+        if len(self._cut) >= KEPT_STREAMS:
+            del self._cut[next(iter(self._cut))]
+        self._cut[stream] = stamped
+        headers = {**dict(_HEADERS), "X-Sluice-Resume-Url": RESUME_PREFIX + stream}
+        response = web.StreamResponse(headers=headers)
+        await response.prepare(request)
+        cut = self._random.randint(1, max(1, len(stamped) - 1))
+        await response.write(b"".join(stamped[:cut]))
+        await asyncio.sleep(0.05)
+        _reset(request)
+        return response
+
+    async def _resume(self, request: web.Request) -> web.StreamResponse:
+        stamped = self._cut.get(request.match_info["stream"])
+        if stamped is None:
+            return web.json_response({"error": "no such stream"}, status=404)
+        last = request.headers.get("Last-Event-ID", "").rpartition(".")[2]
+        after = int(last) if last.isdigit() else 0
+        response = web.StreamResponse(headers=_HEADERS)
+        await response.prepare(request)
+        await response.write(b"".join(stamped[after:]))
+        return response
+
+    async def _forget(self, request: web.Request) -> web.Response:
+        self._cut.pop(request.match_info["stream"], None)
+        return web.json_response({"id": request.match_info["stream"], "status": "cancelled"})
 
     async def _write(
         self, request: web.Request, response: web.StreamResponse, data: bytes, fault: str | None

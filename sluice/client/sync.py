@@ -215,8 +215,11 @@ def stream_chat(
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
     retry: RetryPolicy = DEFAULT_RETRY,
     retry_model: str | None = None,
+    resumable: bool = False,
     **request_fields: Any,
 ) -> ChatStream:
     """One streamed chat completion, blocking; see :func:`sluice.client.astream_chat`."""
     client = ChatClient(base_url, api_key, timeouts=timeouts, retry=retry)
-    return client.stream(model, messages, retry_model=retry_model, **request_fields)
+    return client.stream(
+        model, messages, retry_model=retry_model, resumable=resumable, **request_fields
+    )

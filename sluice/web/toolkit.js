@@ -30,7 +30,7 @@
 /** @typedef {{maxAttempts?: number, baseDelay?: number, maxDelay?: number, maxRetryAfter?: number}} RetryPolicy */
 
 export const DEFAULT_TIMEOUTS = Object.freeze({ firstEvent: 120, idle: 150, total: null });
-export const DEFAULT_RETRY = Object.freeze({ maxAttempts: 3, baseDelay: 0.5, maxDelay: 8, maxRetryAfter: 60 });
+export const DEFAULT_RETRY = Object.freeze({ maxAttempts: 3, baseDelay: 0.5, maxDelay: 8, maxRetryAfter: 60, maxResumes: 3 });
 export const RETRYABLE_STATUSES = Object.freeze(new Set([408, 429, 502, 503, 504]));
 export const RETRYABLE_TYPES = Object.freeze(new Set([
   "rate_limit_error", "upstream_error", "service_unavailable", "request_timeout",
@@ -126,6 +126,9 @@ export class SSEParser {
     this.data = /** @type {string[]} */ ([]);
     this.size = 0;
     this.crPending = false;
+    this.idBuffer = null;
+    /** The `id:` of the last event dispatched (a resumable stream's), or null. */
+    this.lastEventId = null;
   }
 
   /** @param {string} text @returns {string[]} */
@@ -160,7 +163,10 @@ export class SSEParser {
 
   #lineEvent(line, events) {
     if (!line) {
-      if (this.data.length) events.push(this.data.join("\n"));
+      if (this.data.length) {
+        events.push(this.data.join("\n"));
+        this.lastEventId = this.idBuffer;
+      }
       this.data = [];
       this.size = 0;
       return;
@@ -168,9 +174,10 @@ export class SSEParser {
     if (line.startsWith(":")) return;
     const colon = line.indexOf(":");
     const name = colon < 0 ? line : line.slice(0, colon);
-    if (name !== "data") return; // event, id, retry: nothing a chat stream needs
     let value = colon < 0 ? "" : line.slice(colon + 1);
     if (value.startsWith(" ")) value = value.slice(1);
+    if (name === "id" && !value.includes("\0")) this.idBuffer = value;
+    if (name !== "data") return; // event, retry: nothing a chat stream needs
     this.size += value.length + 1;
     if (this.size > this.max) throw new RangeError(`an event exceeded ${this.max} characters`);
     this.data.push(value);
@@ -220,6 +227,15 @@ export class StreamAccumulator {
     this.firstContentAt = null;
     this.lastContentAt = 0;
     this.contentEvents = 0;
+    this.lastEventId = null; // the id of the last event read (a resumable stream's)
+    this.resumes = 0;
+  }
+
+  /** A resumable stream picked up again: a fresh connection's text from here (what the
+   * cut one left half-read is dropped), the answer so far kept. */
+  reconnect() {
+    this.parser = new SSEParser(this.parser.max);
+    this.resumes += 1;
   }
 
   get contentSeen() { return this.firstContentAt !== null; }
@@ -238,6 +254,7 @@ export class StreamAccumulator {
       return out;
     }
     for (const data of events) this.#event(data, at, out);
+    if (!this.finished && this.parser.lastEventId !== null) this.lastEventId = this.parser.lastEventId;
     return out;
   }
 
@@ -265,6 +282,7 @@ export class StreamAccumulator {
       route: id.route ?? null, routeName: id.route_name ?? null,
       ttft: this.firstContentAt === null ? null : this.firstContentAt - this.callStarted,
       tokensPerSecond: this.#rate(), duration: at - this.callStarted, attempts: this.attempt,
+      resumes: this.resumes,
     };
   }
 
@@ -387,7 +405,10 @@ function sleep(seconds, signal) {
  * One streamed chat completion, retries included; resolves to its StreamResult (it
  * rejects only when onEvent throws). `fields` are any other request fields; `stream` is
  * forced on and `stream_options.include_usage` defaults to on. Aborting `signal` closes
- * the connection at once: `incomplete` with an error of type `cancelled`.
+ * the connection at once: `incomplete` with an error of type `cancelled`. `resumable`
+ * asks Sluice for a stream that survives a cut: after one it reconnects to its
+ * `X-Sluice-Resume-Url` with `Last-Event-ID` (up to `retry.maxResumes`, counted in the
+ * result's `resumes`), and an abort stops it with `DELETE`.
  * @param {{baseUrl: string, apiKey?: string|null, model: string, messages: any[], fields?: object,
  *   timeouts?: Timeouts, retry?: RetryPolicy, retryModel?: string|null, headers?: Record<string,string>,
  *   signal?: AbortSignal, onEvent?: (event: StreamEvent) => void, random?: () => number,
@@ -396,6 +417,7 @@ function sleep(seconds, signal) {
  */
 export async function streamChat(options) {
   const { baseUrl, apiKey = null, model, messages, fields = {}, retryModel = null, signal, onEvent } = options;
+  const resumable = options.resumable === true;
   const timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
   const retry = { ...DEFAULT_RETRY, ...options.retry };
   const random = options.random ?? Math.random;
@@ -413,11 +435,13 @@ export async function streamChat(options) {
     const body = { model: requestModel, messages, stream_options: { include_usage: true }, ...fields };
     body.model = requestModel;
     body.stream = true;
-    const headers = { "Content-Type": "application/json", Accept: "text/event-stream" };
+    if (resumable) body.stream_options = { ...body.stream_options, resumable: true };
+    const headers = { Accept: "text/event-stream" };
     if (apiKey) headers.Authorization = `Bearer ${apiKey}`;
     Object.assign(headers, options.headers);
-    const result = await attemptOnce(acc, { url, headers, body: JSON.stringify(body) },
-      { timeouts, started, signal, onEvent, doFetch });
+    const request = { url, method: "POST", headers: { "Content-Type": "application/json", ...headers }, body: JSON.stringify(body) };
+    const result = await attemptOnce(acc, request,
+      { timeouts, started, signal, onEvent, doFetch, retry, resumeHeaders: headers, origin: new URL(url).origin });
     if (result.ok || result.error === null || result.error.type === "cancelled") return result;
     const sameModel = modelFor(attempt + 1) === modelFor(attempt);
     const delay = retryDelay(retry, attempt, result.error, acc.contentSeen, { sameModel, random });
@@ -426,7 +450,30 @@ export async function streamChat(options) {
   }
 }
 
-async function attemptOnce(acc, request, { timeouts, started, signal, onEvent, doFetch }) {
+/** One attempt: the request, then for a resumable stream cut before its end each
+ * reconnect with Last-Event-ID; an abort of a resumable stream sends its DELETE. */
+async function attemptOnce(acc, request, context) {
+  const { retry, resumeHeaders, origin, doFetch, signal } = context;
+  let resumeUrl = null;
+  for (;;) {
+    const read = await readOnce(acc, request, context, resumeUrl === null);
+    resumeUrl ??= read.resumeUrl;
+    if (read.result !== null) {
+      if (read.result.error?.type === "cancelled" && resumeUrl !== null) {
+        doFetch(origin + resumeUrl, { method: "DELETE", headers: resumeHeaders, keepalive: true }).catch(() => {});
+      }
+      return read.result;
+    }
+    const more = resumeUrl !== null && acc.lastEventId !== null && !acc.finished && acc.resumes < retry.maxResumes;
+    if (!more || signal?.aborted) return acc.finish(now(), read.broken);
+    acc.reconnect();
+    request = { url: origin + resumeUrl, method: "GET", headers: { ...resumeHeaders, "Last-Event-ID": acc.lastEventId } };
+  }
+}
+
+/** One connection's answer read into `acc`: `{result}` when the attempt is over (an
+ * error answer, a cancel), else `{result: null, broken}` where the bytes stopped. */
+async function readOnce(acc, request, { timeouts, started, signal, onEvent, doFetch }, first) {
   const attemptStarted = now();
   const controller = new AbortController();
   let why = null; // "timeout" | "cancelled": what aborted the controller
@@ -454,21 +501,26 @@ async function attemptOnce(acc, request, { timeouts, started, signal, onEvent, d
   let broken = null;
   let reader = null;
   let ended = false;
+  let resumeUrl = null;
   try {
     arm();
     const response = await doFetch(request.url, {
-      method: "POST", headers: request.headers, body: request.body, signal: controller.signal,
+      method: request.method, headers: request.headers, body: request.body, signal: controller.signal,
     });
     const requestId = response.headers.get("X-Request-Id");
     if (response.status !== 200) {
-      acc.open(requestId);
+      if (first) acc.open(requestId);
       const text = await response.text();
       ended = true;
       acc.fail(errorFromResponse(response.status, text, response.headers.get("Retry-After")));
-      return acc.finish(now());
+      return { result: acc.finish(now()), resumeUrl };
     }
     opened = true;
-    acc.open(requestId);
+    if (first) {
+      acc.open(requestId);
+      const url = response.headers.get("X-Sluice-Resume-Url");
+      if (url?.startsWith("/")) resumeUrl = url;
+    }
     const wrong = notAnEventStream(response.headers.get("Content-Type"));
     if (wrong) acc.fail(wrong);
     if (response.body === null) throw new TypeError("the response has no body");
@@ -486,7 +538,7 @@ async function attemptOnce(acc, request, { timeouts, started, signal, onEvent, d
     }
   } catch (exc) {
     if (exc instanceof CallbackError) throw exc.error; // onEvent's own failure rejects streamChat
-    if (why === "cancelled") return acc.finish(now(), CANCELLED());
+    if (why === "cancelled") return { result: acc.finish(now(), CANCELLED()), resumeUrl };
     if (why === "timeout") {
       const { code, limit } = /** @type {{code: string, limit: number}} */ (armed);
       acc.fail(errorInfo("request_timeout", `no event within ${limit} s`, code));
@@ -504,5 +556,5 @@ async function attemptOnce(acc, request, { timeouts, started, signal, onEvent, d
       controller.abort();
     }
   }
-  return acc.finish(now(), broken);
+  return { result: null, broken, resumeUrl };
 }

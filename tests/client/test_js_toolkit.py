@@ -7,6 +7,7 @@ scripts/deps.sh)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -18,6 +19,10 @@ import pytest
 from aiohttp import web
 
 from sluice.client.replay_server import Recording, ReplayServer
+from tests.support.accounts import metered_key
+from tests.support.cutting_proxy import CuttingProxy
+from tests.support.fake_openai import text_stream
+from tests.support.fake_upstream import FakeUpstream, Pause, Reply, Step
 from tests.support.gateway import running_gateway
 
 ROOT = Path(__file__).parents[2]
@@ -103,3 +108,58 @@ def test_missing_node_skips_but_fails_under_ci(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="CI=true requires it"):
         node_binary()
+
+
+RESUME_SCRIPT = """
+import { streamChat } from "%s";
+const [base, key] = process.argv.slice(1);
+const result = await streamChat({ baseUrl: base, apiKey: key, model: "test/m",
+  messages: [{ role: "user", content: "hi" }], resumable: true });
+console.log(JSON.stringify(result));
+"""
+
+
+async def test_the_js_toolkit_resumes_a_cut_stream(tmp_path: Path) -> None:
+    """Cut by a proxy mid-answer, ``streamChat({resumable: true})`` reconnects with
+    ``Last-Event-ID`` and finishes the same answer, the upstream asked once (issue 25)."""
+    node = node_binary()
+    fake = FakeUpstream()
+    await fake.start()
+    steps: list[Step] = []
+    for step in text_stream(*(f"part{i} " for i in range(20)), usage=USAGE):
+        steps += [step, Pause(0.02)]
+    fake.default = Reply.stream(*steps)
+    try:
+        async with running_gateway(tmp_path, resumable_config(fake)) as gw:
+            key = await metered_key(gw.gateway.store, "team", 10**9)
+            proxy = CuttingProxy(gw.host, gw.port, 2500)
+            await proxy.start()
+            try:
+                script = RESUME_SCRIPT % (ROOT / "sluice" / "web" / "toolkit.js").as_uri()
+                process = await asyncio.create_subprocess_exec(
+                    node, "--input-type=module", "-e", script, proxy.base_url, key,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                )  # fmt: skip
+                out, err = await asyncio.wait_for(process.communicate(), 30)
+            finally:
+                await proxy.close()
+    finally:
+        await fake.close()
+    assert process.returncode == 0, err.decode()
+    result = json.loads(out)
+    assert proxy.cuts == 1 and proxy.connections == 2
+    assert (result["state"], result["resumes"]) == ("complete", 1)
+    assert result["text"] == "".join(f"part{i} " for i in range(20))
+    assert len(fake.requests) == 1 and result["requestId"].startswith("req_")
+
+
+USAGE = {"prompt_tokens": 5, "completion_tokens": 20, "total_tokens": 25}
+
+
+def resumable_config(fake: FakeUpstream) -> str:
+    return (
+        f'[[connections]]\nid = "conn_fake"\nprovider = "openai-compatible"\n'
+        f'base_url = "{fake.base_url}"\n'
+        '[[models]]\nid = "test/m"\nproviders = { conn_fake = "m" }\n'
+        "price = { input = 1.0, output = 2.0 }\n"
+    )

@@ -68,6 +68,20 @@ async def test_the_toolkit_reaches_the_state_of_each_fault(
         assert result.text == TEXT
 
 
+@pytest.mark.parametrize("resumes", [3, 0])
+async def test_cut_and_resume_lets_a_client_test_its_resume(server: str, resumes: int) -> None:
+    """The fault cuts a resumable stream; a client that resumes finishes the answer, one
+    that may not is left incomplete (issue 25)."""
+    headers = (("X-Replay-File", "text.sse"), ("X-Replay-Fault", "cut-and-resume"))
+    retry = RetryPolicy(max_attempts=1, max_resumes=resumes)
+    async with AsyncChatClient(server, "k", retry=retry, headers=headers) as client:
+        result = await client.stream("m", USER, resumable=True).collect()
+    if resumes:
+        assert (result.state, result.resumes, result.text) == ("complete", 1, TEXT)
+    else:
+        assert (result.state, result.resumes) == ("incomplete", 0)
+
+
 def openai_client(server: str, fault: str) -> openai.AsyncOpenAI:
     headers = {"X-Replay-File": "text.sse", "X-Replay-Fault": fault}
     return openai.AsyncOpenAI(
