@@ -113,9 +113,10 @@ class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ``embeddings``); a request needing an ability declared false is refused with 400."""
     owned_by: str | None = None
     """``owned_by`` in ``GET /v1/models``; None: the id's part before ``/``."""
-    balance: Literal["ordered", "weighted"] = "ordered"
-    """How the connections serving this model are tried: in configured order, or in an
-    order drawn per request by connection ``weight`` (failover still tries them all)."""
+    balance: Literal["ordered", "weighted", "fastest"] = "ordered"
+    """How the connections serving this model are tried: in configured order, in an
+    order drawn per request by connection ``weight``, or quickest first by a moving
+    estimate of time to first token from live traffic (failover still tries them all)."""
     hedge_after_ms: Annotated[int, msgspec.Meta(ge=1, le=600_000)] | None = None
     """A stream whose first content has not come this long after this model was tried
     also starts the next attempt, and keeps whichever answers first (the other is

@@ -28,7 +28,8 @@ from sluice.core.money import usd_from_nano
 from sluice.exchange.metric_series import Families
 from sluice.exchange.tasks import Tasks
 from sluice.routing.attempts import AttemptRecord
-from sluice.routing.breaker import Breaker, State
+from sluice.routing.breaker import Breaker, Circuit, State
+from sluice.routing.speeds import Speeds
 from sluice.storage.base import RequestRecord
 
 _log = logging.getLogger("sluice.server")
@@ -72,10 +73,12 @@ class _Now(Collector):
         breakers: dict[str, float],
         running: tuple[int, int] | None,
         holds: tuple[int, int] | None,
+        estimates: dict[Circuit, float],
     ) -> None:
         self._breakers = breakers
         self._running = running
         self._holds = holds
+        self._estimates = estimates
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily(
@@ -87,6 +90,15 @@ class _Now(Collector):
         for label, value in sorted(self._breakers.items()):
             family.add_metric([label], value)
         yield family
+        estimate = GaugeMetricFamily(
+            "sluice_ttft_estimate_seconds",
+            "Moving estimate of time to first event per connection and model, from live "
+            'traffic (models with balance = "fastest").',
+            labels=["connection", "model"],
+        )
+        for (connection, model), seconds in sorted(self._estimates.items()):
+            estimate.add_metric([connection, model], seconds)
+        yield estimate
         if self._running is not None:
             requests, drains = self._running
             yield GaugeMetricFamily(
@@ -148,13 +160,18 @@ class Metrics:
     the operator's connections, the ones labelled by id. A reload relabels
     (:meth:`relabelled`); the series carry on."""
 
-    __slots__ = ("_families", "_operators", "streams")
+    __slots__ = ("_families", "_operators", "_speeds", "streams")
 
     def __init__(
-        self, breaker: Breaker, clock: Callable[[], float], operators: Collection[str]
+        self,
+        breaker: Breaker,
+        clock: Callable[[], float],
+        operators: Collection[str],
+        speeds: Speeds | None = None,
     ) -> None:
         self._families = Families(breaker, clock)
         self._operators = operators
+        self._speeds = speeds
         self.streams = self._families.streams
 
     def relabelled(self, operators: Collection[str]) -> Metrics:
@@ -271,5 +288,7 @@ class Metrics:
         families = self._families
         breakers = breaker_states(families.breaker, families.clock(), self._operators)
         now = CollectorRegistry(auto_describe=False)
-        now.register(_Now(breakers, running, holds))
+        speeds = {} if self._speeds is None else self._speeds.estimates()
+        estimates = {c: v for c, v in speeds.items() if c[0] in self._operators}
+        now.register(_Now(breakers, running, holds, estimates))
         return generate_latest(families.registry) + generate_latest(now)

@@ -29,6 +29,8 @@ class CatalogModel(msgspec.Struct, frozen=True):
     max_output_tokens: int | None
     owned_by: str
     weighted: bool = False
+    fastest: bool = False
+    """Its connections are tried quickest first (:mod:`sluice.routing.speeds`)."""
     context_window: int | None = None
     dimensions: int | None = None
     capabilities: ModelCapabilities = ModelCapabilities()
@@ -59,6 +61,7 @@ def _entry(model: ModelConfig) -> CatalogModel:
         max_output_tokens=model.max_output_tokens,
         owned_by=model.owned_by or model.id.partition("/")[0] or "sluice",
         weighted=model.balance == "weighted",
+        fastest=model.balance == "fastest",
         context_window=model.context_window,
         dimensions=model.dimensions,
         capabilities=model.capabilities,

@@ -1,8 +1,9 @@
 """The order a plan's attempts are tried in (pure: the random source is passed in).
 
 Positions keep the plan's order. Within one position, the connections of a weighted
-model are drawn by weight (:func:`sluice.routing.policy.weighted_order`) for every call;
-any other model's connections keep their configured order.
+model are drawn by weight (:func:`sluice.routing.policy.weighted_order`) for every call,
+a fastest model's are tried quickest first (:class:`sluice.routing.speeds.Speeds`); any
+other model's connections keep their configured order.
 """
 
 from __future__ import annotations
@@ -12,17 +13,22 @@ from random import Random
 
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.policy import weighted_order
+from sluice.routing.speeds import Speeds
 
 
-def ordered_attempts(plan: Plan, rng: Random) -> Sequence[Attempt]:
-    """The plan's attempts, connections of a weighted model drawn by weight."""
-    if not any(a.model.weighted for a in plan.attempts):
+def ordered_attempts(plan: Plan, rng: Random, speeds: Speeds) -> Sequence[Attempt]:
+    """The plan's attempts, connections of a weighted model drawn by weight, of a
+    fastest model quickest first."""
+    if not any(a.model.weighted or a.model.fastest for a in plan.attempts):
         return plan.attempts
     out: list[Attempt] = []
     for group in _groups(plan.attempts):
         if len(group) > 1 and group[0].model.weighted:
             weights = [a.target.connection.weight for a in group]
             out.extend(weighted_order(group, weights, rng))
+        elif len(group) > 1 and group[0].model.fastest:
+            circuits = [(a.target.connection.id, a.target.model_id) for a in group]
+            out.extend(speeds.fastest_first(group, circuits, rng))
         else:
             out.extend(group)
     return out

@@ -36,6 +36,7 @@ from sluice.routing.caller import Completed, Embeddings, UpstreamCaller
 from sluice.routing.hedge import Hedge, HedgeBudget, race
 from sluice.routing.order import ordered_attempts
 from sluice.routing.plan import Attempt, Plan
+from sluice.routing.speeds import Speeds
 from sluice.routing.upstream import UpstreamStream
 from sluice.transport.failures import RequestNotSentError
 from sluice.transport.port import Transport
@@ -64,6 +65,7 @@ class Router:
         error_body_bytes: int,
         body_bytes: int,
         hedge_budget: float = 0.0,
+        speeds: Speeds | None = None,
     ) -> None:
         self._transport = transport
         self._caller = UpstreamCaller(
@@ -77,6 +79,7 @@ class Router:
         self._clock = clock
         self._rng = rng
         self._hedges = HedgeBudget(hedge_budget)
+        self.speeds = speeds if speeds is not None else Speeds()
 
     def scrub(self, err: ApiError, target: Target) -> ApiError:
         """An error of an attempt on ``target`` with that request's credentials (and
@@ -93,11 +96,19 @@ class Router:
         traced: TryStarted | None = None,
     ) -> UpstreamStream:
         def once(attempt: Attempt, fresh: bool) -> Awaitable[UpstreamStream]:
-            return self._caller.open_stream(req, attempt, fresh, try_headers(traced, records))
+            opening = self._caller.open_stream(req, attempt, fresh, try_headers(traced, records))
+            return self._timed(attempt, opening) if attempt.model.fastest else opening
 
         if plan.hedged:
             return await self._hedged(plan, self.ordered(plan), records, once)
         return await self._run(plan, records, once)
+
+    async def _timed(self, attempt: Attempt, opening: Awaitable[UpstreamStream]) -> UpstreamStream:
+        """An attempt of a fastest model: its time to first event feeds its estimate."""
+        started = self._clock()
+        stream = await opening
+        self.speeds.opened(circuit_of(attempt), self._clock() - started)
+        return stream
 
     async def complete(
         self,
@@ -148,7 +159,7 @@ class Router:
 
     def ordered(self, plan: Plan) -> Sequence[Attempt]:
         """The plan's attempts in the order this call tries them."""
-        return ordered_attempts(plan, self._rng)
+        return ordered_attempts(plan, self._rng, self.speeds)
 
     async def _run(
         self,

@@ -19,6 +19,7 @@ from sluice.wire.chunks import ModelPricing
 if TYPE_CHECKING:
     from sluice.routing.breaker import Breaker
     from sluice.routing.plan import Plan
+    from sluice.routing.speeds import Speeds
     from sluice.server.call import Call
     from sluice.server.context import GatewayContext
 
@@ -39,6 +40,8 @@ class TargetView(msgspec.Struct, kw_only=True):
     """A model's configured fallback, not named by the route."""
     breaker: str
     """The (connection, model) circuit: ``closed``, ``half_open`` or ``open``."""
+    ttft_estimate_ms: float | None
+    """The moving estimate of its time to first event (a ``fastest`` model's), if any."""
 
 
 class ModelView(msgspec.Struct, kw_only=True):
@@ -55,7 +58,7 @@ class ModelViewList(msgspec.Struct, kw_only=True):
     data: list[ModelView]
 
 
-def _targets(plan: Plan, breaker: Breaker, now: float) -> list[TargetView]:
+def _targets(plan: Plan, breaker: Breaker, speeds: Speeds, now: float) -> list[TargetView]:
     return [
         TargetView(
             position=a.position,
@@ -65,6 +68,7 @@ def _targets(plan: Plan, breaker: Breaker, now: float) -> list[TargetView]:
             native=a.target.native_model,
             fallback=a.fallback,
             breaker=breaker.state((a.target.connection.id, a.target.model_id), now).value,
+            ttft_estimate_ms=_ms(speeds.estimate((a.target.connection.id, a.target.model_id))),
         )
         for a in plan.attempts
     ]
@@ -87,8 +91,12 @@ async def model_views(gw: GatewayContext, call: Call) -> None:
                 pricing=entry.pricing,
                 max_output_tokens=entry.max_output_tokens,
                 context_window=entry.context_window,
-                targets=_targets(plan, breaker, now),
+                targets=_targets(plan, breaker, gw.services.router.speeds, now),
             )
         )
     body = _ENCODER.encode(ModelViewList(data=views))
     await call.writer.send(200, [*call.headers, JSON], body)
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)

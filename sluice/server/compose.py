@@ -35,6 +35,7 @@ from sluice.routing.breaker_share import BreakerShare
 from sluice.routing.catalog import Catalog
 from sluice.routing.references import check_references
 from sluice.routing.router import Router
+from sluice.routing.speeds import Speeds
 from sluice.server.app import Gateway
 from sluice.server.generation import Generation
 from sluice.server.intake import Limits
@@ -79,6 +80,7 @@ class _Lasting:
         self.breaker = Breaker(
             routing.breaker_failures, routing.breaker_cooldown, routing.max_retry_after
         )
+        self.speeds = Speeds()
         self.breaker_share = None
         if settings.limits.redis_url:
             self.breaker_share = BreakerShare.from_url(
@@ -107,7 +109,7 @@ class _Lasting:
             escrow=escrow,
         )
         self.limiter = _limiter(settings, clock)
-        self.metrics = Metrics(self.breaker, clock, frozenset())
+        self.metrics = Metrics(self.breaker, clock, frozenset(), self.speeds)
         self.tasks = Tasks(clock, metering.hold_ttl)
         self.repeats = RepeatLog(self.log, clock)
         limits = settings.limits
@@ -134,6 +136,7 @@ def _generation(lasting: _Lasting, settings: Settings) -> Generation:
         error_body_bytes=server.upstream_error_body_bytes,
         body_bytes=server.upstream_body_bytes,
         hedge_budget=settings.routing.hedge_budget,
+        speeds=lasting.speeds,
     )
     tenants = Tenants(
         store=lasting.store,

@@ -83,7 +83,7 @@ function price(pricing) {
 /** The targets in order: `primary conn_a (model-a)`, a fallback marked, an open circuit flagged. */
 function targets(list) {
   const items = list.map((t) => el(
-    "li", `${t.position} ${t.connection} → ${t.native}${t.fallback ? " (fallback)" : ""}${t.breaker === "closed" ? "" : ` [${t.breaker}]`}`,
+    "li", `${t.position} ${t.connection} → ${t.native}${t.fallback ? " (fallback)" : ""}${t.breaker === "closed" ? "" : ` [${t.breaker}]`}${t.ttft_estimate_ms == null ? "" : `, ~${Math.round(t.ttft_estimate_ms)} ms to first token`}`,
     { class: `breaker-${t.breaker}` },
   ));
   return el("ol", null, { class: "targets" }, ...items);
