@@ -25,6 +25,8 @@ from sluice.exchange.ports import ClientStream, Headers
 RESUME_PREFIX = "/v1/streams/"
 RESUME_HEADER = "x-sluice-resume-url"
 _SEPARATOR = b"\n\n"
+DELIVERED_KEPT = 10.0
+"""Seconds a stream that ended on its first client's line is kept for a reconnect."""
 _FORGOTTEN_KEPT = 10_000
 """Forgotten streams whose ids are remembered, with why (the oldest go first)."""
 
@@ -44,6 +46,7 @@ class Relay:
         "_partial",
         "_stamp",
         "account_id",
+        "count",
         "ended",
         "events",
         "headers",
@@ -74,7 +77,9 @@ class Relay:
         """What runs the stream now: its request's, then the read-on after a cut."""
         self.timer: asyncio.TimerHandle | None = None
         """While nobody reads it: when it is given up."""
-        self._changed = asyncio.Event()
+        self.count = 0
+        """Events stamped so far (the last one's number)."""
+        self._changed: asyncio.Event | None = None
         self._partial = b""
         self._stamp = b"id: " + request_id.encode() + b"."
 
@@ -82,18 +87,16 @@ class Relay:
         """``data``'s whole events, each with its id line, kept; what to send now. A
         comment (a keep-alive) is sent unkept and unnumbered."""
         if self._partial:
-            data = self._partial + data
-        cut = data.rfind(_SEPARATOR)
-        if cut < 0:
-            self._partial = data
-            return b""
-        self._partial = data[cut + 2 :]
+            data, self._partial = self._partial + data, b""
+        events = data.split(_SEPARATOR)
+        self._partial = events.pop()  # after the last separator: b"" when data ends whole
         out = []
-        for event in data[: cut + 2].split(_SEPARATOR)[:-1]:
-            if event.startswith(b":"):
+        for event in events:
+            if event[:1] == b":" or not event:
                 out.append(event + _SEPARATOR)
                 continue
-            stamped = b"%s%d\n%s\n\n" % (self._stamp, len(self.events) + 1, event)
+            self.count += 1
+            stamped = b"%s%d\n%s\n\n" % (self._stamp, self.count, event)
             out.append(stamped)
             if not self.overflowed:
                 self.size += len(stamped)
@@ -103,7 +106,7 @@ class Relay:
                 else:
                     self.events.append(stamped)
         self._wake()
-        return b"".join(out)
+        return out[0] if len(out) == 1 else b"".join(out)
 
     def finish(self, ending: Ending) -> None:
         """It ended (the first ending named is kept)."""
@@ -112,11 +115,15 @@ class Relay:
         self._wake()
 
     def _wake(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        changed = self._changed
+        if changed is not None:  # a reconnect waits
+            self._changed = None
+            changed.set()
 
     def signal(self) -> asyncio.Event:
         """Set at the next event, or the end (take it before reading the events)."""
+        if self._changed is None:
+            self._changed = asyncio.Event()
         return self._changed
 
     def after(self, last: int) -> list[bytes]:
@@ -179,15 +186,20 @@ class Relays:
         if relay.readers == 0 and relay.ended is None:
             self._alone(relay, config)
 
-    def ended(self, relay: Relay, config: StreamsConfig) -> None:
+    def ended(self, relay: Relay, config: StreamsConfig, *, delivered: bool) -> None:
         """The stream ended (it was finished first): kept ``resume_retention`` seconds
-        more for reconnects."""
+        more for reconnects, or :data:`DELIVERED_KEPT` when its first client was still
+        on the line at the end (only a client that lost the very last bytes comes
+        back; keeping every stream for minutes would hold every answer served)."""
         if relay.timer is not None:
             relay.timer.cancel()
             relay.timer = None
             self._count(relay.account_id, -1)
+        keep = (
+            min(DELIVERED_KEPT, config.resume_retention) if delivered else config.resume_retention
+        )
         loop = asyncio.get_running_loop()
-        loop.call_later(config.resume_retention, self._forget, relay, "its retention passed")
+        loop.call_later(keep, self._forget, relay, "its retention passed")
 
     def _alone(self, relay: Relay, config: StreamsConfig) -> None:
         self._count(relay.account_id, 1)
@@ -274,4 +286,4 @@ class Resumption:
         self.relay.finish(ending)
         if not self._closed:
             self._closed = True
-            self.relays.ended(self.relay, self.config)
+            self.relays.ended(self.relay, self.config, delivered=not self.running_on)
