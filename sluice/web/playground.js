@@ -3,8 +3,10 @@
 // toolkit (reasoning and tool-call fragments shown as they assemble), Stop aborting the
 // fetch, the end state with its numbers, the request id opening its record, and the
 // request copied as curl, Python or JS. The operator chats on behalf of an account
-// (account.js gives the key it uses).
-import { streamChat } from "./toolkit.js";
+// (account.js gives the key it uses). Its streams are resumable: a cut connection is
+// picked up by the toolkit, and an answer still streaming survives a page reload (its
+// resume URL kept in the tab's session storage, the answer replayed from its start).
+import { resumeChat, streamChat } from "./toolkit.js";
 import { el, orDash, usd } from "./api.js";
 import { curl, javascript, python } from "./snippets.js";
 
@@ -26,6 +28,7 @@ const OUTCOMES = Object.freeze({
   error: "Error event: the gateway ended the stream with an error.",
 });
 const SNIPPETS = Object.freeze({ curl, python, js: javascript });
+const LIVE = "sluice.console.live";
 
 export class Playground {
   /** `keys` gives the API to chat with (the operator's changes with the account);
@@ -66,6 +69,7 @@ export class Playground {
 
   stop() {
     this.abort?.abort();
+    sessionStorage.removeItem(LIVE);
     this.keys.stop();
   }
 
@@ -76,6 +80,22 @@ export class Playground {
     const models = await api.json("/v1/models");
     const chat = models.data.filter((model) => model.capabilities?.chat !== false);
     $("model").replaceChildren(...chat.map((model) => el("option", model.id, { value: model.id })));
+    await this.pickUp();
+  }
+
+  /** An answer that was streaming when the page went away (a reload): replayed from
+   * its start, then its live tail, through its resume URL. */
+  async pickUp() {
+    const live = liveStream();
+    if (live === null || live.key !== this.api.key.slice(-12)) return;
+    this.turns = live.turns;
+    this.transcript();
+    this.reset();
+    $("model").value = live.model;
+    $("outcome").textContent = "Picking up the answer that was streaming before the reload…";
+    await this.run(live.prompt, (signal, onEvent) => resumeChat({
+      baseUrl: `${location.origin}/v1`, apiKey: this.api.key, resumeUrl: live.resumeUrl, signal, onEvent,
+    }), live.requestId);
   }
 
   newConversation() {
@@ -129,22 +149,33 @@ export class Playground {
 
   async send() {
     this.reset();
+    const { model, messages, fields } = this.request();
+    const turns = [...this.turns];
+    await this.run(messages.at(-1), (signal, onEvent) => streamChat({
+      baseUrl: `${location.origin}/v1`, apiKey: this.api.key, model, messages, fields, signal, onEvent,
+      resumable: true,
+      onOpen: ({ requestId, resumeUrl }) => {
+        if (resumeUrl) keepLive({ resumeUrl, requestId, model, turns, prompt: messages.at(-1), key: this.api.key.slice(-12) });
+      },
+    }));
+  }
+
+  /** One answer streamed by `stream(signal, onEvent)`: shown as it comes, its end
+   * state and numbers, and a complete one added to the conversation. */
+  async run(prompt, stream, requestId = null) {
     this.abort = new AbortController();
     $("send").disabled = true;
     $("stop").disabled = false;
-    const { model, messages, fields } = this.request();
     try {
-      const result = await streamChat({
-        baseUrl: `${location.origin}/v1`, apiKey: this.api.key, model, messages, fields,
-        signal: this.abort.signal, onEvent: (event) => this.onEvent(event),
-      });
-      this.finish(result);
+      const result = await stream(this.abort.signal, (event) => this.onEvent(event));
+      this.finish(requestId ? { ...result, requestId } : result);
       if ((result.state === "complete" || result.state === "truncated") && result.text) {
-        this.turns.push(messages.at(-1), { role: "assistant", content: result.text });
+        this.turns.push(prompt, { role: "assistant", content: result.text });
         this.transcript();
         $("prompt").value = "";
       }
     } finally {
+      sessionStorage.removeItem(LIVE);
       $("send").disabled = false;
       $("stop").disabled = true;
       this.abort = null;
@@ -203,4 +234,18 @@ export class Playground {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
+}
+
+/** The stream this tab was reading, if the page went away while it streamed. */
+function liveStream() {
+  try {
+    const live = JSON.parse(sessionStorage.getItem(LIVE) || "null");
+    return live && typeof live.resumeUrl === "string" && live.resumeUrl.startsWith("/v1/streams/") ? live : null;
+  } catch {
+    return null;
+  }
+}
+
+function keepLive(live) {
+  sessionStorage.setItem(LIVE, JSON.stringify(live));
 }

@@ -440,8 +440,8 @@ export async function streamChat(options) {
     if (apiKey) headers.Authorization = `Bearer ${apiKey}`;
     Object.assign(headers, options.headers);
     const request = { url, method: "POST", headers: { "Content-Type": "application/json", ...headers }, body: JSON.stringify(body) };
-    const result = await attemptOnce(acc, request,
-      { timeouts, started, signal, onEvent, doFetch, retry, resumeHeaders: headers, origin: new URL(url).origin });
+    const result = await attemptOnce(acc, request, { timeouts, started, signal, onEvent, doFetch, retry,
+      resumeHeaders: headers, origin: new URL(url).origin, onOpen: options.onOpen });
     if (result.ok || result.error === null || result.error.type === "cancelled") return result;
     const sameModel = modelFor(attempt + 1) === modelFor(attempt);
     const delay = retryDelay(retry, attempt, result.error, acc.contentSeen, { sameModel, random });
@@ -473,7 +473,7 @@ async function attemptOnce(acc, request, context) {
 
 /** One connection's answer read into `acc`: `{result}` when the attempt is over (an
  * error answer, a cancel), else `{result: null, broken}` where the bytes stopped. */
-async function readOnce(acc, request, { timeouts, started, signal, onEvent, doFetch }, first) {
+async function readOnce(acc, request, { timeouts, started, signal, onEvent, doFetch, onOpen }, first) {
   const attemptStarted = now();
   const controller = new AbortController();
   let why = null; // "timeout" | "cancelled": what aborted the controller
@@ -520,6 +520,7 @@ async function readOnce(acc, request, { timeouts, started, signal, onEvent, doFe
       acc.open(requestId);
       const url = response.headers.get("X-Sluice-Resume-Url");
       if (url?.startsWith("/")) resumeUrl = url;
+      onOpen?.({ requestId, resumeUrl });
     }
     const wrong = notAnEventStream(response.headers.get("Content-Type"));
     if (wrong) acc.fail(wrong);
@@ -557,4 +558,29 @@ async function readOnce(acc, request, { timeouts, started, signal, onEvent, doFe
     }
   }
   return { result: null, broken, resumeUrl };
+}
+
+/**
+ * A resumable stream picked up by its resume URL (`X-Sluice-Resume-Url`, given to
+ * streamChat's `onOpen`), from its first event: after a page reload, say. Its events,
+ * then the live tail, through `onEvent`; resolves to its StreamResult (resumed again
+ * after a cut, stopped with DELETE when `signal` aborts). A stream past its retention
+ * resolves to an error of code `stream_expired`.
+ * @param {{baseUrl: string, apiKey?: string|null, resumeUrl: string, timeouts?: Timeouts,
+ *   retry?: RetryPolicy, signal?: AbortSignal, onEvent?: (event: StreamEvent) => void,
+ *   fetch?: typeof fetch}} options
+ * @returns {Promise<StreamResult>}
+ */
+export async function resumeChat(options) {
+  const { baseUrl, apiKey = null, resumeUrl, signal, onEvent } = options;
+  const timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
+  const retry = { ...DEFAULT_RETRY, ...options.retry };
+  const doFetch = options.fetch ?? globalThis.fetch;
+  const origin = new URL(baseUrl).origin;
+  const headers = { Accept: "text/event-stream" };
+  if (apiKey) headers.Authorization = `Bearer ${apiKey}`;
+  const started = now();
+  const acc = new StreamAccumulator(started);
+  const request = { url: origin + resumeUrl, method: "GET", headers };
+  return attemptOnce(acc, request, { timeouts, started, signal, onEvent, doFetch, retry, resumeHeaders: headers, origin });
 }

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from playwright.async_api import Page, Request, expect
 
-from tests.console.test_console import FUNDS, base, leave, sign_in
+from tests.console.test_console import FUNDS, SLOW_DEMO, base, leave, sign_in
 from tests.server.test_admin import ADMIN, ENV
 from tests.support.accounts import metered_key
 from tests.support.gateway import running_gateway
@@ -160,3 +160,28 @@ async def test_the_operator_chats_on_behalf_of_an_account(tmp_path: Path, page: 
 
 def post_admin(path: str, body: bytes) -> bytes:
     return post(path, body, ADMIN)
+
+
+async def test_an_answer_still_streaming_survives_a_page_reload(tmp_path: Path, page: Page) -> None:
+    """The playground's streams are resumable: reloaded mid-answer, the page picks the
+    same answer up from its resume URL and finishes it; one request, read on by the
+    gateway while the page was away (issue 25)."""
+    async with running_gateway(tmp_path, SLOW_DEMO) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        await sign_in(page, base(gw), key)
+        await page.select_option("#model", "sluice/demo")
+        await page.fill("#max-tokens", "40")
+        await page.click("#send")
+        await expect(page.locator("#answer")).not_to_be_empty(timeout=10_000)
+        before = await page.text_content("#answer") or ""
+        await page.reload()
+        await expect(page.locator("#stat-state")).to_have_text("truncated", timeout=20_000)
+        after = await page.text_content("#answer") or ""
+        request_id = await page.text_content("#stat-request")
+        await leave(page, "reloaded")
+        await gw.gateway.writer.flush()
+        listed = (await exchange(gw.host, gw.port, get("/v1/requests?limit=10", key))).json()
+    (row,) = listed["data"]  # one request: the reload asked nothing again
+    assert row["id"] == request_id and row["disconnect"] == "resumable"
+    assert row["status"] == "truncated" and row["completion_tokens"] == 40
+    assert before and after.startswith(before) and len(after) > len(before)
