@@ -32,7 +32,7 @@ DOORS: dict[str, tuple[str, dict[str, object], str]] = {
     "responses": ("/v1/responses", {"input": "hi", "store": False}, "X-Sluice-Resumable: true\r\n"),
 }  # fmt: skip
 _VARYING = re.compile(
-    rb'req_[0-9A-Za-z]+|"(created|created_at)":\s*\d+|msg_[0-9A-Za-z]+|resp_[0-9A-Za-z]+'
+    rb'req_[0-9A-Za-z]+|"(created|created_at|completed_at)":\s*\d+|msg_[0-9A-Za-z]+|resp_[0-9A-Za-z]+'
 )
 """What differs between two runs of one upstream stream: ids and times."""
 
