@@ -50,6 +50,7 @@ class Relay:
         "ended",
         "events",
         "headers",
+        "keepalive",
         "max_bytes",
         "overflowed",
         "readers",
@@ -68,11 +69,13 @@ class Relay:
         self.headers: Headers = []
         """The stream's own headers (its door's, the resume URL), sent again to a
         reconnect."""
+        self.keepalive = b""
+        """Its door's keep-alive comment, sent to a reconnect waiting for the tail."""
         self.ended: Ending | None = None
         self.overflowed = False
         """Past ``max_bytes``: its events are dropped and it cannot be resumed."""
-        self.readers = 0
-        """Clients reading it now (the first one, then reconnects)."""
+        self.readers = 1
+        """Clients reading it now: its first, until it leaves, then reconnects."""
         self.task: asyncio.Task[object] | None = None
         """What runs the stream now: its request's, then the read-on after a cut."""
         self.timer: asyncio.TimerHandle | None = None
@@ -92,7 +95,7 @@ class Relay:
         self._partial = events.pop()  # after the last separator: b"" when data ends whole
         out = []
         for event in events:
-            if event[:1] == b":" or not event:
+            if event[:1] == b":" or not event:  # a comment (keep-alive): unkept
                 out.append(event + _SEPARATOR)
                 continue
             self.count += 1
@@ -133,10 +136,9 @@ class Relay:
 class Relays:
     """The process's resumable streams, by request id."""
 
-    __slots__ = ("_by_id", "_clock", "_forgotten", "_running_alone")
+    __slots__ = ("_by_id", "_forgotten", "_running_alone")
 
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self._clock = clock
+    def __init__(self) -> None:
         self._by_id: dict[str, Relay] = {}
         self._forgotten: dict[str, str] = {}
         self._running_alone: dict[str, int] = {}
@@ -163,28 +165,33 @@ class Relays:
         raise NotFoundError(f"No resumable stream {request_id[:64]} for this key's account.")
 
     def may_run_alone(self, relay: Relay, config: StreamsConfig) -> bool:
-        """The client left: may the stream run on (resumable, within the account's cap)?
-        If so it is counted until a reader comes back or it ends."""
+        """Its first client left: may the stream run on (resumable, not stopped, within
+        the account's cap when nobody else reads it)? If so, and nobody reads it, it is
+        counted and timed until a reader comes back or it ends."""
         if relay.overflowed or relay.ended is not None:
             return False
-        if self._running_alone.get(relay.account_id, 0) >= config.resume_per_account:
+        alone = self._running_alone.get(relay.account_id, 0)
+        if relay.readers == 1 and alone >= config.resume_per_account:
             return False
-        self._alone(relay, config)
+        self.left(relay, config)
         return True
 
     def reading(self, relay: Relay) -> None:
-        """A reconnect reads it."""
-        if relay.readers == 0 and relay.timer is not None:
+        """A reconnect reads it: no longer alone."""
+        if relay.timer is not None:
             relay.timer.cancel()
             relay.timer = None
             self._count(relay.account_id, -1)
         relay.readers += 1
 
     def left(self, relay: Relay, config: StreamsConfig) -> None:
-        """A reconnect stopped reading; nobody else is: the wait starts again."""
+        """A reader stopped reading (its first client, or a reconnect); nobody else
+        does: counted as running alone, given up after the retention."""
         relay.readers -= 1
-        if relay.readers == 0 and relay.ended is None:
-            self._alone(relay, config)
+        if relay.readers == 0 and relay.ended is None and relay.timer is None:
+            self._count(relay.account_id, 1)
+            loop = asyncio.get_running_loop()
+            relay.timer = loop.call_later(config.resume_retention, self._abandon, relay)
 
     def ended(self, relay: Relay, config: StreamsConfig, *, delivered: bool) -> None:
         """The stream ended (it was finished first): kept ``resume_retention`` seconds
@@ -200,11 +207,6 @@ class Relays:
         )
         loop = asyncio.get_running_loop()
         loop.call_later(keep, self._forget, relay, "its retention passed")
-
-    def _alone(self, relay: Relay, config: StreamsConfig) -> None:
-        self._count(relay.account_id, 1)
-        loop = asyncio.get_running_loop()
-        relay.timer = loop.call_later(config.resume_retention, self._abandon, relay)
 
     def _abandon(self, relay: Relay) -> None:
         """Nobody came back within the retention: cancel it, charged for what it made."""
@@ -243,28 +245,47 @@ class Relays:
 
 
 class Resumption:
-    """A resumable stream as its exchange runs it: the relay between the encoder and
-    the client, and the registry that keeps it."""
+    """A resumable stream as its exchange runs it: asked for at the door, registered
+    when its stream begins (a request refused before that leaves nothing behind), the
+    relay between the encoder and the client, kept for reconnects when it ends."""
 
-    __slots__ = ("_closed", "config", "relay", "relays", "running_on")
+    __slots__ = ("_closed", "_relay", "account_id", "config", "relays", "request_id", "running_on")
 
-    def __init__(self, relays: Relays, relay: Relay, config: StreamsConfig) -> None:
+    def __init__(
+        self, relays: Relays, request_id: str, account_id: str, config: StreamsConfig
+    ) -> None:
         self.relays = relays
-        self.relay = relay
+        self.request_id = request_id
+        self.account_id = account_id
         self.config = config
         self.running_on = False
         """The client left and the stream runs on for a reconnect."""
+        self._relay: Relay | None = None
         self._closed = False
 
-    def bind(
-        self, writer: ClientStream, call_headers: Headers, stream_headers: Sequence[tuple[str, str]]
-    ) -> tuple[Write, End, Headers]:
-        """The writes of the stream through the relay, and its headers (the resume URL
-        added); the task running it is what a ``DELETE`` cancels."""
-        relay = self.relay
+    @property
+    def relay(self) -> Relay:
+        assert self._relay is not None, "begin() first"
+        return self._relay
+
+    def begin(
+        self,
+        call_headers: Headers,
+        stream_headers: Sequence[tuple[str, str]],
+        keepalive: bytes,
+    ) -> Headers:
+        """The stream begins (admitted): registered, its task the one a ``DELETE``
+        cancels from now on; the response's headers, the resume URL among them (a
+        keep-alive may send them before the first event)."""
+        relay = self._relay = self.relays.open(self.request_id, self.account_id, self.config)
         relay.task = asyncio.current_task()
-        resume_url = (RESUME_HEADER, RESUME_PREFIX + relay.request_id)
-        relay.headers = [*stream_headers, resume_url]
+        relay.headers = [*stream_headers, (RESUME_HEADER, RESUME_PREFIX + relay.request_id)]
+        relay.keepalive = keepalive
+        return [*call_headers, *relay.headers]
+
+    def bind(self, writer: ClientStream) -> tuple[Write, End]:
+        """The stream's writes and its end, through the relay."""
+        relay = self.relay
 
         async def write(data: bytes) -> None:
             await writer.write(relay.stamp(data))
@@ -274,7 +295,7 @@ class Resumption:
             self.done("failed" if close else "complete")
             await writer.end(out, close=close)
 
-        return write, end, [*call_headers, *relay.headers]
+        return write, end
 
     def run_on(self, task: asyncio.Task[None] | None) -> None:
         """The stream reads on without its client, in ``task``."""
@@ -283,7 +304,10 @@ class Resumption:
 
     def done(self, ending: Ending) -> None:
         """It ended (the first ending named is kept); kept for reconnects a while."""
-        self.relay.finish(ending)
+        relay = self._relay
+        if relay is None:
+            return
+        relay.finish(ending)
         if not self._closed:
             self._closed = True
-            self.relays.ended(self.relay, self.config, delivered=not self.running_on)
+            self.relays.ended(relay, self.config, delivered=not self.running_on)

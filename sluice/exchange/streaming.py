@@ -40,14 +40,12 @@ async def stream(
     ex: Exchange, state: ExchangeState, output: RuleSet, resume: Resumption | None = None
 ) -> None:
     services, door = ex.services, ex.door
-    ticker = KeepAlive(
-        ex.writer,
-        [*ex.headers, *door.stream_headers],
-        services.keepalive_interval,
-        door.keepalive,
-    )
+    headers = [*ex.headers, *door.stream_headers]
+    if resume is not None:  # registered now, admitted; its URL in the first head sent
+        headers = resume.begin(ex.headers, door.stream_headers, door.keepalive)
+    ticker = KeepAlive(ex.writer, headers, services.keepalive_interval, door.keepalive)
     try:
-        await _stream(ex, state, output, resume)
+        await _stream(ex, state, output, headers, resume)
     finally:
         ticker.stop()
         if resume is not None and not resume.running_on:
@@ -55,7 +53,11 @@ async def stream(
 
 
 async def _stream(
-    ex: Exchange, state: ExchangeState, output: RuleSet, resume: Resumption | None
+    ex: Exchange,
+    state: ExchangeState,
+    output: RuleSet,
+    headers: list[tuple[str, str]],
+    resume: Resumption | None,
 ) -> None:
     upstream = await _open(ex, state)
     encoder = ex.door.stream_encoder(
@@ -64,9 +66,8 @@ async def _stream(
     writer, metrics = ex.writer, ex.services.metrics
     write: Write = writer.write
     end: End = writer.end
-    headers = [*ex.headers, *ex.door.stream_headers]
     if resume is not None:
-        write, end, headers = resume.bind(writer, ex.headers, ex.door.stream_headers)
+        write, end = resume.bind(writer)
     guard = None
     if output:
         guard = OutputGuard(output, request_id=state.request_id, notes=state.guardrails)
@@ -94,8 +95,10 @@ async def _stream(
         await end(pending + encoder.failure(err, tally), close=True)
         return
     except (ClientGoneError, asyncio.CancelledError):
-        if resume is None or not _run_on(ex, state, upstream, resume, encoder=encoder, guard=guard):
+        if resume is None:
             _client_left(ex, state, upstream)
+        else:
+            _resumable_left(ex, state, upstream, resume, encoder=encoder, guard=guard)
         raise
     except BaseException:
         upstream.close()
@@ -198,6 +201,25 @@ async def _unsent(batch: ChunkBatch) -> None:
     """A drain's sink: the client is gone."""
 
 
+def _resumable_left(
+    ex: Exchange,
+    state: ExchangeState,
+    upstream: UpstreamStream,
+    resume: Resumption,
+    *,
+    encoder: StreamEncoder,
+    guard: OutputGuard | None,
+) -> None:
+    """A resumable stream's client left, or it was stopped: read on for a reconnect,
+    else as a plain stream; a stopped one (``DELETE``) never reads on."""
+    if _run_on(ex, state, upstream, resume, encoder=encoder, guard=guard):
+        return
+    if resume.relay.ended is None:  # past its bounds: as a plain stream
+        _client_left(ex, state, upstream)
+    else:
+        upstream.close()
+
+
 def _run_on(
     ex: Exchange,
     state: ExchangeState,
@@ -236,6 +258,8 @@ async def _into_relay(
 
     async def keep(data: bytes) -> None:
         relay.stamp(data)
+        if relay.overflowed:  # no longer resumable: nobody can have the rest
+            raise _OverflowedError
 
     try:
         await _pump(upstream, guard, keep, encoder.events)
@@ -246,13 +270,23 @@ async def _into_relay(
         relay.stamp(encoder.failure(err, tally))
         resume.done("failed")
         return
+    except _OverflowedError:
+        upstream.close()
+        state.disconnect = "abandoned"
+        resume.done("abandoned")
+        return
     except BaseException:
         upstream.close()
-        state.disconnect = "abandoned" if relay.ended == "abandoned" else "cancel"
-        resume.done("cancelled")
+        abandoned = relay.ended == "abandoned"
+        state.disconnect = "abandoned" if abandoned else "cancel"
+        resume.done("abandoned" if abandoned else "cancelled")
         raise
     state.completed = True
     include = state.req.include_usage
     relay.stamp(encoder.ending(state.tally(cut=False, credits=True) if include else None))
     ex.remember(state, encoder)
     resume.done("complete")
+
+
+class _OverflowedError(Exception):
+    """A stream read on for a reconnect outgrew its buffer: nobody can resume it."""

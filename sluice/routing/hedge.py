@@ -56,22 +56,26 @@ async def race(
     close: Callable[[_T], None],
 ) -> tuple[_T, bool]:
     """``first`` against the rest of the plan started ``hedge.after`` seconds in: the
-    first result and whether the rest won. A failure of one waits for the other; both
-    failing raises the later error. The loser is cancelled (a result it had already
-    produced is closed)."""
+    first result and whether the rest won. A failure that allows failover waits for the
+    other, both failing raises the later error; one that does not is raised at once.
+    The loser is cancelled (a result it had already produced is closed)."""
     rest = asyncio.ensure_future(start_rest())
     pending: set[asyncio.Task[_T]] = {first, rest}
-    failure: BaseException | None = None
+    failure: ApiError | None = None
     try:
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            opened = [task for task in done if task.exception() is None]
+            if opened:  # both may open in one turn: the first kept, the other closed
+                hedge.decided = True
+                for extra in opened[1:]:
+                    close(extra.result())
+                return opened[0].result(), opened[0] is rest
             for task in done:
                 exc = task.exception()
-                if exc is None:
-                    hedge.decided = True
-                    return task.result(), task is rest
-                if not isinstance(exc, ApiError):
-                    raise exc
+                if not isinstance(exc, ApiError) or not exc.failover:
+                    assert exc is not None
+                    raise exc  # not the connection's fault: the other would fail alike
                 failure = exc
         assert failure is not None
         raise failure

@@ -106,7 +106,11 @@ class Router:
     async def _timed(self, attempt: Attempt, opening: Awaitable[UpstreamStream]) -> UpstreamStream:
         """An attempt of a fastest model: its time to first event feeds its estimate."""
         started = self._clock()
-        stream = await opening
+        try:
+            stream = await opening
+        except BaseException:  # failed, timed out, lost a hedge: at least this slow
+            self.speeds.no_sooner_than(circuit_of(attempt), self._clock() - started)
+            raise
         self.speeds.opened(circuit_of(attempt), self._clock() - started)
         return stream
 
@@ -216,16 +220,14 @@ class Router:
             rest = attempts[i + 1 :]
             if attempt.hedge_after is None or not rest or hedged:
                 try:
-                    return await self._try(
-                        attempt, False, records, once, hedge=race_of, hedged=hedged
-                    )
+                    return await self._fresh(attempt, records, once, race_of, hedged=hedged)
                 except ApiError as err:
                     if not err.failover:
                         raise
                     last = err
                     continue
             hedge = Hedge(attempt.hedge_after)
-            first = asyncio.ensure_future(self._try(attempt, False, records, once, hedge=hedge))
+            first = asyncio.ensure_future(self._fresh(attempt, records, once, hedge))
             try:
                 await asyncio.wait_for(asyncio.shield(first), hedge.after)
             except TimeoutError:
@@ -238,9 +240,7 @@ class Router:
             except BaseException:
                 first.cancel()
                 raise
-            if first.done():
-                return first.result()
-            if not self._hedges.take():
+            if first.done() or not self._hedges.take():
                 try:
                     return await first
                 except ApiError as err:
@@ -256,6 +256,22 @@ class Router:
             )
             return stream
         raise self._exhausted(plan, last, skipped)
+
+    async def _fresh(
+        self,
+        attempt: Attempt,
+        records: list[AttemptRecord],
+        once: Callable[[Attempt, bool], Awaitable[UpstreamStream]],
+        hedge: Hedge | None,
+        *,
+        hedged: bool = False,
+    ) -> UpstreamStream:
+        """A try, once more on a fresh connection when the request certainly never
+        reached its upstream (as :meth:`_run` does)."""
+        try:
+            return await self._try(attempt, False, records, once, hedge=hedge, hedged=hedged)
+        except RequestNotSentError:
+            return await self._try(attempt, True, records, once, hedge=hedge, hedged=hedged)
 
     def _allowed(
         self, attempt: Attempt, records: list[AttemptRecord], hedged: bool = False

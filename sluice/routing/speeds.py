@@ -2,7 +2,8 @@
 ``balance = "fastest"`` (docs/api.md#the-fastest-connection-first).
 
 An attempt that opened (its first event) adds its time to first event to a moving
-average per circuit; connections of a ``fastest`` model are then tried quickest
+average per circuit, one that ended without (failed, timed out, lost a hedge) its time
+so far when that is longer; connections of a ``fastest`` model are then tried quickest
 estimate first, one never seen first of all (so each is measured), and on a small
 share of streams in a random order, so a connection that recovered is seen again.
 Per process; kept across reloads, as the breaker's circuits are.
@@ -34,6 +35,14 @@ class Speeds:
         """An attempt on ``circuit`` produced its first event ``seconds`` after it began."""
         known = self._ttft.get(circuit)
         self._ttft[circuit] = seconds if known is None else known + WEIGHT * (seconds - known)
+
+    def no_sooner_than(self, circuit: Circuit, seconds: float) -> None:
+        """An attempt on ``circuit`` ended without its first event after ``seconds``
+        (failed, timed out, cancelled): a lower bound, counted when it is above the
+        estimate, so a connection that stopped answering loses its place."""
+        known = self._ttft.get(circuit)
+        if known is None or seconds > known:
+            self.opened(circuit, seconds)
 
     def estimate(self, circuit: Circuit) -> float | None:
         """Seconds to first event as the moving average has it; None before any."""

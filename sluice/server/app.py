@@ -123,7 +123,7 @@ class Gateway:
             msgspec.json.encode(openapi_document()),
             feeds=LiveFeeds(clock, wall_clock),
             counts=CountCache(clock),
-            relays=Relays(clock),
+            relays=Relays(),
             wall_clock=wall_clock,
         )
 

@@ -15,6 +15,7 @@ EXPOSED_HEADERS = ", ".join(
     (
         "x-request-id",
         "request-id",
+        "x-sluice-resume-url",
         "retry-after",
         "x-ratelimit-limit-requests",
         "x-ratelimit-remaining-requests",

@@ -72,8 +72,8 @@ async def serve_door(
         or call.principal.policy.resumable
         or headers.get(RESUMABLE_HEADER, "").lower() == "true"
     ):
-        relay = relays.open(call.request_id, call.principal.account_id, gw.settings.streams)
-        resume = Resumption(relays, relay, gw.settings.streams)
+        account_id = call.principal.account_id
+        resume = Resumption(relays, call.request_id, account_id, gw.settings.streams)
     await exchange.run(
         req,
         call.principal,

@@ -10,12 +10,14 @@ the generation at once; what was produced is charged and the rest of the hold re
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from sluice.errors import InvalidRequestError
 from sluice.exchange.heads import JSON
+from sluice.exchange.keepalive import KeepAlive
 from sluice.exchange.relay import RESUME_PREFIX, Relay, Relays
 
 if TYPE_CHECKING:
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from sluice.server.context import GatewayContext
 
 LAST_EVENT_ID = "last-event-id"
+_NUMBER = re.compile(r"[0-9]{1,18}")
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -49,7 +52,7 @@ def last_event(header: str | None, relay: Relay) -> int:
     if header is None or not header.strip():
         return 0
     stream, _, number = header.strip().rpartition(".")
-    if stream != relay.request_id or not number.isdigit() or int(number) > len(relay.events):
+    if stream != relay.request_id or not _NUMBER.fullmatch(number) or int(number) > relay.count:
         raise InvalidRequestError(
             f"Last-Event-ID {header[:80]!r} names no event of stream {relay.request_id}.",
             code="invalid_last_event_id",
@@ -63,10 +66,12 @@ async def resume_stream(relays: Relays, gw: GatewayContext, call: Call) -> None:
     relay = _relay(relays, call)
     seen = last_event(call.request.headers.get(LAST_EVENT_ID), relay)
     config = gw.settings.streams
+    headers = [*call.headers, *relay.headers]
     relays.reading(relay)
+    ticker = KeepAlive(call.writer, headers, gw.services.keepalive_interval, relay.keepalive)
     try:
-        call.writer.start(200, [*call.headers, *relay.headers])
-        while True:
+        call.writer.start(200, headers)
+        while not relay.overflowed:
             changed = relay.signal()  # taken before reading: no event slips between
             events = relay.after(seen)
             if events:
@@ -75,8 +80,9 @@ async def resume_stream(relays: Relays, gw: GatewayContext, call: Call) -> None:
             if relay.ended is not None and seen >= len(relay.events):
                 break
             await changed.wait()
-        await call.writer.end(close=relay.ended != "complete")
+        await call.writer.end(close=relay.ended != "complete" or relay.overflowed)
     finally:
+        ticker.stop()
         relays.left(relay, config)
 
 

@@ -40,6 +40,20 @@ def test_unmeasured_first_then_quickest_then_explored_now_and_then() -> None:
     assert speeds.fastest_first(["a", "b", "c"], circuits, Random(3))[0] == "a"
 
 
+def test_a_connection_that_stopped_answering_loses_its_place() -> None:
+    """Failures and lost hedges count as a lower bound: a connection that only ever
+    fails after 5 s is not kept first by its old 0.1 s estimate."""
+    speeds = Speeds()
+    speeds.opened(("a", "m"), 0.1)
+    speeds.opened(("b", "m"), 0.3)
+    speeds.no_sooner_than(("a", "m"), 0.05)  # ended sooner than its estimate: no news
+    assert speeds.estimate(("a", "m")) == 0.1
+    for _ in range(3):
+        speeds.no_sooner_than(("a", "m"), 5.0)
+    order = speeds.fastest_first(["a", "b"], [("a", "m"), ("b", "m")], Random(3))
+    assert order == ["b", "a"]
+
+
 @pytest.fixture
 async def three() -> AsyncIterator[dict[str, FakeUpstream]]:
     fakes = {name: FakeUpstream() for name in DELAYS}

@@ -136,3 +136,22 @@ async def test_the_budget_keeps_hedges_to_a_share_of_streams(
     assert all(a.endswith(b"data: [DONE]\n\n") for a in answers)
     assert len(slow.requests) == 60
     assert 4 <= hedges <= 7, hedges  # 60 x 0.1, plus the one the bucket starts with
+
+
+async def test_an_error_that_allows_no_failover_ends_the_race_at_once(
+    tmp_path: Path, pair: tuple[FakeUpstream, FakeUpstream]
+) -> None:
+    """The primary answers 400 after the hedge started: the request's own fault, so
+    the slow hedge is not waited for."""
+    slow, fast = pair
+    error = {"error": {"message": "context too long", "type": "invalid_request_error"}}
+    slow.default = Reply(
+        400, {"content-type": "application/json"}, json.dumps(error).encode(), delay=0.4
+    )
+    fast.default = Reply.stream(*text_stream("from", " fast", usage=USAGE), delay=3.0)
+    async with running_gateway(tmp_path, config(slow, fast, 100), env=ENV) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        began = time.monotonic()
+        answer = await exchange(gw.host, gw.port, post("/v1/chat/completions", body(), key))
+        took = time.monotonic() - began
+    assert answer.status == 400 and took < 2.0, (answer.status, took)

@@ -74,7 +74,9 @@ async def test_an_allowed_origin_is_answered_and_named_on_every_answer(tmp_path:
     assert other.status == 405 and "access-control-allow-origin" not in other.headers
     for answer in (streamed, refused):
         assert answer.headers["access-control-allow-origin"] == APP
-        assert "x-request-id" in answer.headers["access-control-expose-headers"]
+        exposed = answer.headers["access-control-expose-headers"]
+        assert "x-request-id" in exposed
+        assert "x-sluice-resume-url" in exposed  # a page's toolkit resumes and stops it
     assert streamed.status == 200 and refused.status == 401
 
 
