@@ -188,6 +188,7 @@ class StreamAccumulator:
         self._first_content_at: float | None = None
         self._last_content_at = 0.0
         self._content_events = 0
+        self._wire_error = False
         self.last_event_id: str | None = None
         """The ``id:`` of the last event read (a resumable stream's)."""
         self.resumes = 0
@@ -209,6 +210,11 @@ class StreamAccumulator:
     @property
     def request_id(self) -> str | None:
         return self._request_id
+
+    @property
+    def ended_on_wire(self) -> bool:
+        """The stream itself ended (``[DONE]``, or its error event): nothing runs on."""
+        return self._done or self._wire_error
 
     def reconnect(self) -> None:
         """A resumable stream picked up again: a fresh connection's bytes from here
@@ -321,6 +327,7 @@ class StreamAccumulator:
             self._credits = event.credits_used
         if event.error is not None:
             self._error = wire_error(event.error)
+            self._wire_error = True
             return
         for choice in event.choices or ():
             self._choice(choice, at, out)

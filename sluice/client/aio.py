@@ -160,7 +160,7 @@ class AsyncChatStream:
         finally:
             if self.result is None:
                 self.result = call.cancel(client.clock())
-                await self._stop(call)
+            await self._stop(call)
             if self._owns_client:
                 await client.aclose()
         yield result  # after the cleanup: a caller may stop reading here

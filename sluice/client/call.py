@@ -75,9 +75,10 @@ class ChatCall:
         return stream_request(self._spec, self.resume_url, self._model, last)
 
     def stop_request(self) -> PreparedRequest | None:
-        """``DELETE`` of a resumable stream the consumer closed before its end: closing
-        the connection alone would leave it running for a reconnect."""
-        if self.resume_url is None or self._acc.finished:
+        """``DELETE`` of a resumable stream given up before its end (closed by the
+        consumer, timed out, out of resumes): closing the connection alone would leave
+        it running, and charged, for a reconnect that will not come."""
+        if self.resume_url is None or self._acc.ended_on_wire:
             return None
         return stream_request(self._spec, self.resume_url, self._model)
 

@@ -133,7 +133,7 @@ class ChatStream:
         finally:
             if self.result is None:
                 self.result = call.cancel(client.clock())
-                self._stop(call)
+            self._stop(call)
         yield result
 
     def _attempt(self, call: ChatCall, request: PreparedRequest) -> Generator[StreamEvent]:

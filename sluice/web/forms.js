@@ -9,10 +9,13 @@ export function text(form, name) {
   return value === "" ? null : value;
 }
 
-/** A whole number field, or null when empty. */
+/** A whole number field, or null when empty; anything else is refused here (it would
+ * read as null, which clears the setting). */
 export function integer(form, name) {
   const value = text(form, name);
-  return value === null ? null : Number.parseInt(value, 10);
+  if (value === null) return null;
+  if (!/^[0-9]+$/.test(value)) throw new Error(`${name}: "${value}" is not a whole number.`);
+  return Number(value);
 }
 
 /** A comma-separated list, or null when empty ("any"). */

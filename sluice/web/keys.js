@@ -40,6 +40,7 @@ export class Keys {
     }
     this.account = account;
     const keys = await pages(this.api, `/admin/accounts/${encodeURIComponent(account)}/keys`);
+    if (this.account !== account) return; // another account was chosen meanwhile
     $("keys").tBodies[0].replaceChildren(...keys.map((key) => this.keyRow(key)));
   }
 

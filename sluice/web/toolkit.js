@@ -228,6 +228,7 @@ export class StreamAccumulator {
     this.lastContentAt = 0;
     this.contentEvents = 0;
     this.lastEventId = null; // the id of the last event read (a resumable stream's)
+    this.wireEnded = false; // an error event ended the stream itself
     this.resumes = 0;
   }
 
@@ -327,7 +328,7 @@ export class StreamAccumulator {
       out.push({ type: "usage", usage: this.usage });
     }
     if (typeof event.credits_used === "number") this.credits = event.credits_used;
-    if (event.error != null) { this.error = wireError(event.error); return; }
+    if (event.error != null) { this.error = wireError(event.error); this.wireEnded = true; return; }
     for (const choice of Array.isArray(event.choices) ? event.choices : []) {
       if (choice && typeof choice === "object") this.#choice(choice, at, out);
     }
@@ -458,14 +459,22 @@ async function attemptOnce(acc, request, context) {
   for (;;) {
     const read = await readOnce(acc, request, context, resumeUrl === null);
     resumeUrl ??= read.resumeUrl;
-    if (read.result !== null) {
-      if (read.result.error?.type === "cancelled" && resumeUrl !== null) {
+    // Given up before its end (aborted, timed out, out of resumes): stop it, else the
+    // gateway reads it on, charged, for a reconnect that will not come.
+    const stop = () => {
+      if (resumeUrl !== null && !acc.done && !acc.wireEnded) {
         doFetch(origin + resumeUrl, { method: "DELETE", headers: resumeHeaders, keepalive: true }).catch(() => {});
       }
+    };
+    if (read.result !== null) {
+      stop();
       return read.result;
     }
     const more = resumeUrl !== null && acc.lastEventId !== null && !acc.finished && acc.resumes < retry.maxResumes;
-    if (!more || signal?.aborted) return acc.finish(now(), read.broken);
+    if (!more || signal?.aborted) {
+      stop();
+      return acc.finish(now(), read.broken);
+    }
     acc.reconnect();
     request = { url: origin + resumeUrl, method: "GET", headers: { ...resumeHeaders, "Last-Event-ID": acc.lastEventId } };
   }
@@ -582,5 +591,6 @@ export async function resumeChat(options) {
   const started = now();
   const acc = new StreamAccumulator(started);
   const request = { url: origin + resumeUrl, method: "GET", headers };
-  return attemptOnce(acc, request, { timeouts, started, signal, onEvent, doFetch, retry, resumeHeaders: headers, origin });
+  const result = await attemptOnce(acc, request, { timeouts, started, signal, onEvent, doFetch, retry, resumeHeaders: headers, origin });
+  return { ...result, requestId: resumeUrl.split("/").pop() || result.requestId }; // the stream's, not the GET's
 }

@@ -100,7 +100,11 @@ def test_the_sync_client_resumes_a_cut_stream(tmp_path: Path) -> None:
     assert result.text == "".join(PIECES)
 
 
-async def test_resumes_stop_at_the_policys_limit(tmp_path: Path, fake: FakeUpstream) -> None:
+async def test_resumes_stop_at_the_policys_limit_and_the_stream_is_stopped(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    """Out of resumes, the client gives up and says so with ``DELETE``: else the
+    gateway would read the stream on, charged, for a reconnect that will not come."""
     async with running_gateway(tmp_path, config(fake)) as gw:
         key = await metered_key(gw.gateway.store, "team", 10**9)
         proxy = await proxied(gw, 2500)
@@ -110,7 +114,11 @@ async def test_resumes_stop_at_the_policys_limit(tmp_path: Path, fake: FakeUpstr
                 result = await client.stream("test/m", USER, resumable=True).collect()
         finally:
             await proxy.close()
+        await asyncio.wait_for(fake.hung_up.wait(), 2)
+        await gw.gateway.writer.flush()
+        row = await exchange(gw.host, gw.port, get(f"/v1/requests/{result.request_id}", key))
     assert result.state == "incomplete" and result.resumes == 0
+    assert json.loads(row.body)["disconnect"] == "cancel"
 
 
 async def test_closing_a_resumable_stream_stops_it_with_delete(
