@@ -17,9 +17,6 @@ from sluice.cli.requests import newest_requests, parse_when
 from sluice.storage.base import RequestFilters, RequestRecord
 from sluice.storage.factory import open_store
 
-NOW = int(time.time())
-
-
 def run(home: Path, *args: str) -> Result:
     return CliRunner().invoke(main, [*args, "--home", str(home)])
 
@@ -33,11 +30,14 @@ async def _log(home: Path, records: list[RequestRecord]) -> None:
 
 
 def record(n: int, account: str, age: int) -> RequestRecord:
+    """Dated ``age`` seconds before now: now, not when the module was imported (under
+    xdist that can be many minutes before the test runs, and ``--since 25m`` then
+    misses rows)."""
     return RequestRecord(
         id=f"req_{account[-4:]}{n:04d}",
         account_id=account,
         key_id="key_x",
-        created_at=NOW - age,
+        created_at=int(time.time()) - age,
         requested_model="test/big" if n % 2 else "test/small",
         provider="openai",
         status="error" if n % 3 == 0 else "complete",
