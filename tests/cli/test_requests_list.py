@@ -17,6 +17,7 @@ from sluice.cli.requests import newest_requests, parse_when
 from sluice.storage.base import RequestFilters, RequestRecord
 from sluice.storage.factory import open_store
 
+
 def run(home: Path, *args: str) -> Result:
     return CliRunner().invoke(main, [*args, "--home", str(home)])
 
