@@ -228,13 +228,17 @@ class Metrics:
         reason = _REFUSALS.get(record.error_type or "")
         if reason is not None and not record.attempts:
             families.refused(reason).inc()
-        hedges = [a for a in record.attempts if a.get("hedge")]
-        for attempt in record.attempts[:-1]:
-            if not attempt.get("hedge") and attempt["outcome"] not in _NOT_FAILED:
+        hedged = won = False
+        last = len(record.attempts) - 1
+        for i, attempt in enumerate(record.attempts):
+            if attempt.get("hedge"):
+                hedged = True
+                won = won or attempt["outcome"] == "served"
+            elif i < last and attempt["outcome"] not in _NOT_FAILED:
                 families.failovers(self._connection(str(attempt["connection"]))).inc()
-        if hedges:
+        if hedged:
             families.hedges("fired").inc()
-            if any(a["outcome"] == "served" for a in hedges):
+            if won:
                 families.hedges("won").inc()
         if record.disconnect == "cancel":
             families.cancellations.inc()

@@ -90,9 +90,7 @@ async def _stream(
             await _pump(upstream, guard, write, encoder.events)
     except ApiError as err:
         upstream.close()
-        state.error = err
-        tally = state.tally(cut=True, credits=False) if state.req.include_usage else None
-        await end(pending + encoder.failure(err, tally), close=True)
+        await end(pending + _failed(state, encoder, err), close=True)
         return
     except (ClientGoneError, asyncio.CancelledError):
         if resume is None:
@@ -105,11 +103,24 @@ async def _stream(
         raise
     finally:
         metrics.streams.dec()
+    await end(pending + _ended(ex, state, encoder))
+
+
+def _failed(state: ExchangeState, encoder: StreamEncoder, err: ApiError) -> bytes:
+    """The error event ending a stream that began (with the usage so far, if asked)."""
+    state.error = err
+    tally = state.tally(cut=True, credits=False) if state.req.include_usage else None
+    return encoder.failure(err, tally)
+
+
+def _ended(ex: Exchange, state: ExchangeState, encoder: StreamEncoder) -> bytes:
+    """A stream read to its end: complete, kept by a door that remembers; its usage
+    (if asked) and end marker."""
     state.completed = True
     include = state.req.include_usage
     ending = encoder.ending(state.tally(cut=False, credits=True) if include else None)
     ex.remember(state, encoder)
-    await end(pending + ending)
+    return ending
 
 
 def _opening(state: ExchangeState) -> Tally | None:
@@ -265,9 +276,7 @@ async def _into_relay(
         await _pump(upstream, guard, keep, encoder.events)
     except ApiError as err:
         upstream.close()
-        state.error = err
-        tally = state.tally(cut=True, credits=False) if state.req.include_usage else None
-        relay.stamp(encoder.failure(err, tally))
+        relay.stamp(_failed(state, encoder, err))
         resume.done("failed")
         return
     except _OverflowedError:
@@ -281,10 +290,7 @@ async def _into_relay(
         state.disconnect = "abandoned" if abandoned else "cancel"
         resume.done("abandoned" if abandoned else "cancelled")
         raise
-    state.completed = True
-    include = state.req.include_usage
-    relay.stamp(encoder.ending(state.tally(cut=False, credits=True) if include else None))
-    ex.remember(state, encoder)
+    relay.stamp(_ended(ex, state, encoder))
     resume.done("complete")
 
 
