@@ -151,6 +151,8 @@ async def test_the_operator_chats_on_behalf_of_an_account(tmp_path: Path, page: 
         await page.click("#sign-out")  # revokes the key the console made
         await expect(page.locator("#sign-in")).to_be_visible()
         after = (await exchange(gw.host, gw.port, get("/admin/accounts/zeta/keys", ADMIN))).json()
+        await page.wait_for_load_state("networkidle")  # the signed-out page's own loads
+        await leave(page, "on-behalf-signed-out")
     assert [r["id"] for r in zeta["data"]] == [request_id]
     (made_key,) = keys["data"]
     assert made_key["name"] == "console playground" and made_key["expires_at"] is not None
