@@ -169,6 +169,9 @@ class StreamsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     resume_per_account: Annotated[int, msgspec.Meta(ge=0)] = 16
     """Streams of one account that may run on at once with no client reading them; a
     client leaving one more is cancelled as if it were not resumable."""
+    background_per_account: Annotated[int, msgspec.Meta(ge=0)] = 16
+    """Background responses (``background: true``) of one account running at once on
+    one process; one more is refused (429 ``too_many_background_responses``)."""
 
 
 class MeteringConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -249,15 +249,34 @@ class Resumption:
     when its stream begins (a request refused before that leaves nothing behind), the
     relay between the encoder and the client, kept for reconnects when it ends."""
 
-    __slots__ = ("_closed", "_relay", "account_id", "config", "relays", "request_id", "running_on")
+    __slots__ = (
+        "_closed",
+        "_relay",
+        "account_id",
+        "config",
+        "on_begin",
+        "relays",
+        "request_id",
+        "running_on",
+        "unwatched",
+    )
 
     def __init__(
-        self, relays: Relays, request_id: str, account_id: str, config: StreamsConfig
+        self,
+        relays: Relays,
+        request_id: str,
+        account_id: str,
+        config: StreamsConfig,
     ) -> None:
         self.relays = relays
         self.request_id = request_id
         self.account_id = account_id
         self.config = config
+        self.on_begin: Callable[[Relay], None] | None = None
+        """Told when the stream begins (a background response: it was admitted)."""
+        self.unwatched = False
+        """Nobody is on the line (a background response): its writer keeps the events,
+        and they are kept the whole retention after it ends."""
         self.running_on = False
         """The client left and the stream runs on for a reconnect."""
         self._relay: Relay | None = None
@@ -266,6 +285,11 @@ class Resumption:
     @property
     def relay(self) -> Relay:
         assert self._relay is not None, "begin() first"
+        return self._relay
+
+    @property
+    def begun(self) -> Relay | None:
+        """Its relay, once the stream began."""
         return self._relay
 
     def begin(
@@ -281,10 +305,15 @@ class Resumption:
         relay.task = asyncio.current_task()
         relay.headers = [*stream_headers, (RESUME_HEADER, RESUME_PREFIX + relay.request_id)]
         relay.keepalive = keepalive
+        if self.on_begin is not None:
+            self.on_begin(relay)
         return [*call_headers, *relay.headers]
 
     def bind(self, writer: ClientStream) -> tuple[Write, End]:
-        """The stream's writes and its end, through the relay."""
+        """The stream's writes and its end, through the relay (an unwatched stream's
+        writer keeps them itself)."""
+        if self.unwatched:
+            return writer.write, writer.end
         relay = self.relay
 
         async def write(data: bytes) -> None:
@@ -310,4 +339,5 @@ class Resumption:
         relay.finish(ending)
         if not self._closed:
             self._closed = True
-            self.relays.ended(relay, self.config, delivered=not self.running_on)
+            delivered = not self.running_on and not self.unwatched
+            self.relays.ended(relay, self.config, delivered=delivered)

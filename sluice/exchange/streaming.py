@@ -48,7 +48,7 @@ async def stream(
         await _stream(ex, state, output, headers, resume)
     finally:
         ticker.stop()
-        if resume is not None and not resume.running_on:
+        if resume is not None and not resume.running_on and not resume.unwatched:
             resume.done("cancelled")  # a no-op once it ended otherwise
 
 

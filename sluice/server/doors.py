@@ -21,6 +21,7 @@ from sluice.server.call import Call
 from sluice.server.count_tokens import COUNT_TOKENS_PATH, INPUT_TOKENS_PATH
 
 if TYPE_CHECKING:
+    from sluice.server.background import Backgrounds
     from sluice.server.context import GatewayContext
 
 RESUMABLE_HEADER = "x-sluice-resumable"
@@ -47,11 +48,13 @@ async def serve_door(
     *,
     relays: Relays,
     memory: Remembering | None = None,
+    background: Backgrounds | None = None,
 ) -> None:
     """A front door's endpoint: decode, then the exchange runs the request (with the
     door's ``memory`` of its answers, if it keeps them; a stream asked for resumable
-    kept in ``relays``). The call was counted against its request limit when it
-    arrived; an account found empty is refused before its body is decoded."""
+    kept in ``relays``; a request asked to run in the ``background`` handed to it). The
+    call was counted against its request limit when it arrived; an account found empty
+    is refused before its body is decoded."""
     services = gw.services  # this request's, to its end, whatever a reload swaps in
     assert call.principal is not None
     refuse_empty_account(services, call.principal)
@@ -63,6 +66,9 @@ async def serve_door(
     answering = (
         [*call.headers, (OMITTED_TOOLS_HEADER, ", ".join(omitted))] if omitted else call.headers
     )
+    if background is not None and background.wanted(req):
+        await background.start(gw, call, req, answering, omitted)
+        return
     exchange = call.exchange = Exchange(
         services, door, call.writer, answering, incoming, counted=True, memory=memory
     )

@@ -118,10 +118,10 @@ _INCLUDE = Param(name="include", description="Accepted and ignored")
 _STREAM_ID = Param(name="request_id", where="path", required=True,
                    pattern="^req_[0-9A-Za-z]{1,64}$",
                    description="The stream's request id (X-Sluice-Resume-Url names it)")
-_STORED = (_RESPONSE_ID, Param(name="stream", enum=("false",), description="Only false (the "
-                               "default): a stored response is not streamed again"),
-           Param(name="starting_after", type="integer", description="Accepted and ignored "
-                 "(it applies to a stream)"), _INCLUDE)
+_STORED = (_RESPONSE_ID, Param(name="stream", enum=("false", "true"), description="true: a "
+                               "background response's events as SSE (400 for another)"),
+           Param(name="starting_after", type="integer", description="With stream=true: the "
+                 "events after this sequence number (400 past the last sent)"), _INCLUDE)
 _ITEMS = (_RESPONSE_ID,
           Param(name="after", description="An item's id: the items after it (400: the "
                 "response has no such item)"),
@@ -223,9 +223,15 @@ ENDPOINTS: Final = (
              "Responses prompt", body=ResponsesRequest, answer=InputTokens,
              errors=(400, 401, 403, 404, 413, 429), example=_input_tokens_example),
     Endpoint(path="/v1/responses/{response_id}", method="get", summary="A stored response "
-             "of this account, whole (404 `response_not_found`: none by that id, or another "
-             "account's; 400: an unknown query parameter)", answer=Response, params=_STORED,
-             errors=(400, 401, 404, 429)),
+             "of this account, whole, or a background one as it stands; `stream=true` "
+             "streams a background one again (after `starting_after`) (404 "
+             "`response_not_found`: none by that id, or another account's; 400: an unknown "
+             "query parameter; 410 `stream_expired`)", answer=Response, params=_STORED,
+             errors=(400, 401, 404, 410, 429)),
+    Endpoint(path="/v1/responses/{response_id}/cancel", method="post", summary="Stop a "
+             "background response now, charged for what it produced (409 or 400 "
+             "`response_not_cancellable`: it ended, or was not made with `background`)",
+             answer=Response, params=(_RESPONSE_ID,), errors=(400, 401, 404, 409, 429)),
     Endpoint(path="/v1/responses/{response_id}", method="delete", summary="Delete a stored "
              "response of this account and its input items (404 `response_not_found`)",
              answer=ResponseDeleted, params=(_RESPONSE_ID,), errors=(401, 404, 429)),

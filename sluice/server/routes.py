@@ -25,6 +25,7 @@ from sluice.server import endpoints, request_list, spend_report, stored_response
 from sluice.server.admin import ADMIN_PREFIX, admin
 from sluice.server.admin_connections import CONNECTIONS_PATH, connections
 from sluice.server.admin_models import MODELS_PATH, model_views
+from sluice.server.background import Backgrounds
 from sluice.server.call import Endpoint
 from sluice.server.console import console_routes
 from sluice.server.count_tokens import (
@@ -69,6 +70,7 @@ class Routes:
         messages = MessagesDoor()
         responses = ResponsesDoor(memory, ReasoningSeal(seal), wall_clock)
         door = partial(serve_door, relays=relays)
+        backgrounds = Backgrounds(responses, relays)
         counted_input = partial(
             count_tokens, counts, decode=decode_responses_request, answer=responses_count
         )
@@ -80,7 +82,9 @@ class Routes:
             "/v1/models": {"GET": (endpoints.models, True)},
             "/v1/chat/completions": {"POST": (partial(door, ChatCompletionsDoor()), True)},
             "/v1/messages": {"POST": (partial(door, messages), True)},
-            "/v1/responses": {"POST": (partial(door, responses, memory=responses), True)},
+            "/v1/responses": {
+                "POST": (partial(door, responses, memory=responses, background=backgrounds), True)
+            },
             EMBEDDINGS_PATH: {"POST": (partial(embeddings, EmbeddingsDoor()), True)},
             COUNT_TOKENS_PATH: {"POST": (partial(count_tokens, counts), True)},
             INPUT_TOKENS_PATH: {"POST": (counted_input, True)},
@@ -108,7 +112,11 @@ class Routes:
             ),
             (
                 stored_responses.RESPONSES_PREFIX,
-                {"GET": (stored_responses.read, True), "DELETE": (stored_responses.delete, True)},
+                {
+                    "GET": (partial(stored_responses.read, backgrounds), True),
+                    "POST": (partial(stored_responses.cancel, backgrounds), True),
+                    "DELETE": (stored_responses.delete, True),
+                },
             ),
             (ADMIN_PREFIX, dict.fromkeys(_ADMIN_METHODS, (admin, False))),
         )

@@ -1,6 +1,8 @@
-"""``GET`` / ``DELETE /v1/responses/{id}`` and ``GET /v1/responses/{id}/input_items``:
-the caller's stored responses (:mod:`sluice.frontdoors.responses.memory`). Another
-account's id is a 404 like a missing one: ownership is part of every lookup."""
+"""``GET`` / ``DELETE /v1/responses/{id}``, ``GET /v1/responses/{id}/input_items`` and
+``POST /v1/responses/{id}/cancel``: the caller's stored responses
+(:mod:`sluice.frontdoors.responses.memory`) and background ones (:mod:`.background`:
+polled while they run, streamed again with ``?stream=true``). Another account's id is
+a 404 like a missing one: ownership is part of every lookup."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ from urllib.parse import parse_qsl
 import msgspec
 from msgspec import Raw
 
-from sluice.errors import InvalidRequestError, NotFoundError
+from sluice.errors import ConflictError, InvalidRequestError, NotFoundError
 from sluice.exchange.heads import JSON
 from sluice.frontdoors.responses.memory import listed_items
+from sluice.server.background import Backgrounds, request_id_of
+from sluice.server.streams import follow
 from sluice.storage.responses import StoredResponse
 
 if TYPE_CHECKING:
@@ -26,6 +30,14 @@ _RESPONSE_ID = re.compile(r"resp_[0-9A-Za-z]{1,64}")
 _IGNORED = frozenset({"include", "include[]"})
 """Query parameters OpenAI's SDKs may send that change nothing here."""
 _ENCODER = msgspec.json.Encoder()
+
+
+class _Head(msgspec.Struct):
+    status: str
+    background: bool = False
+
+
+_HEAD = msgspec.json.Decoder(_Head)
 
 
 class Deleted(msgspec.Struct):
@@ -42,8 +54,10 @@ class ItemPage(msgspec.Struct):
     object: Literal["list"] = "list"
 
 
-async def read(gw: GatewayContext, call: Call) -> None:
-    """``GET /v1/responses/{id}``, or its ``/input_items`` (paged as OpenAI pages)."""
+async def read(backgrounds: Backgrounds, gw: GatewayContext, call: Call) -> None:
+    """``GET /v1/responses/{id}`` (a background one as it stands, or streamed), or its
+    ``/input_items`` (paged as OpenAI pages)."""
+    assert call.principal is not None
     path = call.request.path[len(RESPONSES_PREFIX) :]
     if path.endswith(_ITEMS_SUFFIX):
         stored = await _stored(gw, call, path[: -len(_ITEMS_SUFFIX)])
@@ -53,13 +67,79 @@ async def read(gw: GatewayContext, call: Call) -> None:
         return
     params = _params(call.request.query, ("stream", "starting_after"))
     if params.get("stream", "false") != "false":
-        raise InvalidRequestError(
-            "Streaming a stored response again is not served; GET it whole.",
-            code="unsupported_parameter",
-            param="stream",
-        )
+        await _stream_again(backgrounds, gw, call, path, params.get("starting_after"))
+        return
+    running = backgrounds.running(path, call.principal.account_id)
+    if running is not None:
+        await call.writer.send(200, [*call.headers, JSON], running.snapshot())
+        return
     stored = await _stored(gw, call, path)
     await call.writer.send(200, [*call.headers, JSON], bytes(stored.response))
+
+
+async def cancel(backgrounds: Backgrounds, gw: GatewayContext, call: Call) -> None:
+    """``POST /v1/responses/{id}/cancel``: a running background response stopped now
+    (charged for what it made); a cancelled one answered again as it is."""
+    assert call.principal is not None
+    path = call.request.path[len(RESPONSES_PREFIX) :]
+    response_id, _, action = path.partition("/")
+    if action != "cancel":
+        raise NotFoundError(f"Unknown request URL: POST {call.request.path[:120]}.")
+    running = backgrounds.running(response_id, call.principal.account_id)
+    if running is not None:
+        body = await backgrounds.cancel(running)
+        await call.writer.send(200, [*call.headers, JSON], body)
+        return
+    stored = await _stored(gw, call, response_id)
+    head = _HEAD.decode(stored.response)
+    if not head.background:
+        raise InvalidRequestError(
+            "Only a response created with background: true can be cancelled.",
+            code="response_not_cancellable",
+        )
+    if head.status != "cancelled":
+        raise ConflictError(
+            f"The response already ended ({head.status}); only a running one can be cancelled.",
+            code="response_not_cancellable",
+        )
+    await call.writer.send(200, [*call.headers, JSON], bytes(stored.response))
+
+
+async def _stream_again(
+    backgrounds: Backgrounds,
+    gw: GatewayContext,
+    call: Call,
+    response_id: str,
+    starting_after: str | None,
+) -> None:
+    """A background response's events from its start, or after sequence number
+    ``starting_after``; then its live tail while it runs. 410 once its events are no
+    longer kept (its end stays readable whole)."""
+    assert call.principal is not None
+    relays = backgrounds.relays
+    try:
+        if not _RESPONSE_ID.fullmatch(response_id):
+            raise _not_found(response_id)
+        relay = relays.find(request_id_of(response_id), call.principal.account_id)
+    except NotFoundError:
+        await _stored(gw, call, response_id)  # 404 when there is no such response
+        raise InvalidRequestError(
+            "Only a background response is streamed again; GET this one whole.",
+            code="unsupported_parameter",
+            param="stream",
+        ) from None
+    seen = 0
+    if starting_after is not None:
+        ok = starting_after.isascii() and starting_after.isdigit() and len(starting_after) < 19
+        seen = int(starting_after) + 1 if ok else -1
+        if not 0 < seen <= relay.count:
+            raise InvalidRequestError(
+                f"starting_after is the sequence number of an event sent (0 to "
+                f"{relay.count - 1}), not {starting_after[:40]!r}.",
+                code="invalid_value",
+                param="starting_after",
+            )
+    await follow(relays, relay, seen, gw, call)
 
 
 async def delete(gw: GatewayContext, call: Call) -> None:

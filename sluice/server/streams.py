@@ -65,6 +65,12 @@ async def resume_stream(relays: Relays, gw: GatewayContext, call: Call) -> None:
     """``GET /v1/streams/{id}``: the events after ``Last-Event-ID``, then the live tail."""
     relay = _relay(relays, call)
     seen = last_event(call.request.headers.get(LAST_EVENT_ID), relay)
+    await follow(relays, relay, seen, gw, call)
+
+
+async def follow(relays: Relays, relay: Relay, seen: int, gw: GatewayContext, call: Call) -> None:
+    """The stream's events after the ``seen`` first, then its live tail, then its end,
+    to ``call``'s client (one more reader while it reads)."""
     config = gw.settings.streams
     headers = [*call.headers, *relay.headers]
     relays.reading(relay)

@@ -143,6 +143,7 @@ class ResponsesRequest(_Wire, kw_only=True):
     metadata: dict[Annotated[str, Meta(max_length=64)], str] | Opt | None = UNSET
     store: bool | Opt | None = UNSET
     stream: bool | Opt | None = UNSET
+    background: bool | Opt | None = UNSET
     previous_response_id: str | Opt | None = UNSET
     include: Annotated[list[str], Meta(max_length=16)] | Opt | None = UNSET
     prompt_cache_key: Annotated[str, Meta(max_length=1024)] | Opt | None = UNSET
@@ -244,6 +245,7 @@ class Response(Struct, kw_only=True):
     previous_response_id: str | None = None
     reasoning: Raw | None = None
     store: bool = False
+    background: bool = False
     temperature: float | None = None
     text: Raw | None = None
     tool_choice: Raw

@@ -151,7 +151,9 @@ def test_a_stored_responses_input_items_are_a_page_with_the_bounds_the_code_chec
     assert query["limit"] == {"type": "integer", "minimum": 1, "maximum": 100}
     assert query["order"]["enum"] == ["asc", "desc"]
     stored = {p["name"]: p["schema"] for p in operations[STORED]["get"]["parameters"]}
-    assert stored["stream"]["enum"] == ["false"]
+    assert stored["stream"]["enum"] == ["false", "true"]  # true: a background one again
+    cancel = operations[STORED + "/cancel"]["post"]
+    assert {"400", "404", "409"} <= set(cancel["responses"])
     schemas = doc["components"]["schemas"]
     page = schemas["InputItemPage"]
     assert set(page["required"]) == {"object", "data", "first_id", "last_id", "has_more"}

@@ -80,7 +80,7 @@ WIRE = "responses"
 ECHOED = frozenset(
     {"instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens"}
     | {"temperature", "top_p", "text", "reasoning", "metadata", "store", "user"}
-    | {"prompt_cache_key", "include", "previous_response_id", "input"}
+    | {"prompt_cache_key", "include", "previous_response_id", "input", "background"}
 )
 """The request's fields the response repeats (kept as sent in ``native``)."""
 _REQUEST = msgspec.json.Decoder(ResponsesRequest)
@@ -93,6 +93,13 @@ def decode_responses_request(
     body: bytes | bytearray, max_depth: int = DEFAULT_MAX_JSON_DEPTH
 ) -> ChatRequest:
     req = decode_body(_REQUEST, body, max_depth)
+    if req.background is True and req.store is False:
+        raise InvalidRequestError(
+            "background needs store: a background response is kept to be read later "
+            "(leave store out, or set it true).",
+            code="invalid_value",
+            param="store",
+        )
     fields = _FIELDS.decode(body)
     stream = req.stream is True
     continued = isinstance(req.previous_response_id, str)

@@ -20,7 +20,7 @@ from sluice.frontdoors.responses.decode import decode_responses_request
 from sluice.frontdoors.responses.echo import Echo
 from sluice.frontdoors.responses.encode import ResponsesStreamEncoder
 from sluice.frontdoors.responses.memory import ResponseMemory
-from sluice.frontdoors.responses.objects import WallClock, event
+from sluice.frontdoors.responses.objects import WallClock, event, response_object
 from sluice.frontdoors.responses.reasoning import ReasoningSeal
 from sluice.frontdoors.responses.tools import ToolNames
 from sluice.frontdoors.responses.whole import response_body
@@ -79,6 +79,12 @@ class ResponsesDoor:
     ) -> bytes:
         seal = self.reasoning.sealer(req)
         return response_body(identity, Echo(req), choices[0], tally, seal=seal, clock=self.clock)
+
+    def queued(self, req: ChatRequest, request_id: str, created: int) -> bytes:
+        """A background response as its creation answers it: ``queued``, not served yet
+        (its ``provider``, ``connection`` and ``route`` empty until one serves it)."""
+        identity = StreamIdentity(request_id, created, req.model, "", "", "", None)
+        return _ENCODER.encode(response_object(identity, Echo(req), "queued", []))
 
     def error_body(self, err: ApiError) -> bytes:
         return error_json(err)

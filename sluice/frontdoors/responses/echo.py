@@ -18,6 +18,7 @@ _NONE = Raw(b"[]")
 
 class Echo:
     __slots__ = (
+        "background",
         "instructions",
         "max_output_tokens",
         "metadata",
@@ -47,6 +48,7 @@ class Echo:
         self.previous_response_id = _typed(fields, "previous_response_id", str)
         self.parallel_tool_calls = _typed(fields, "parallel_tool_calls", bool) is not False
         self.store = _typed(fields, "store", bool) is not False
+        self.background = _typed(fields, "background", bool) is True
         self.reasoning = fields.get("reasoning")
         self.text = fields.get("text")
         self.metadata = fields.get("metadata")

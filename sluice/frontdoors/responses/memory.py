@@ -105,6 +105,12 @@ class ResponseMemory:
         head = _HEAD.decode(answer)
         if not head.store or head.status not in ("completed", "incomplete"):
             return None
+        return self.keep(req, account_id, request_id, answer)
+
+    def keep(self, req: ChatRequest, account_id: str, request_id: str, answer: bytes) -> str:
+        """Keep ``answer`` whatever its status (a background response that failed or was
+        cancelled is read as such); its id."""
+        head = _HEAD.decode(answer)
         native = req.native
         assert isinstance(native, NativeFields)
         stored = StoredResponse(

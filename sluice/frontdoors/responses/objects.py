@@ -79,6 +79,7 @@ def response_object(
         previous_response_id=echo.previous_response_id,
         reasoning=echo.reasoning,
         store=echo.store,
+        background=echo.background,
         temperature=echo.temperature,
         text=echo.text,
         tool_choice=echo.tool_choice,
