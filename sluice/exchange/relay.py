@@ -9,18 +9,22 @@ as usual) while a reconnect follows it. :class:`Relays` holds the process's rela
 request id: a stream nobody reads is cancelled after ``resume_retention`` seconds, a
 finished one is forgotten that long after its end, and the ids of forgotten ones are
 remembered (bounded) so a late reconnect learns why (410 ``stream_expired``).
-Per process: a reconnect must reach the worker that serves the stream.
+With ``[limits] redis_url`` each is mirrored to Redis, where any process reads it
+(:mod:`.relay_share`); without, a reconnect must reach the process that serves it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from sluice.config import StreamsConfig
 from sluice.errors import NotFoundError, StreamExpiredError
 from sluice.exchange.ports import ClientStream, Headers
+
+if TYPE_CHECKING:
+    from sluice.exchange.relay_share import RelayShare
 
 RESUME_PREFIX = "/v1/streams/"
 RESUME_HEADER = "x-sluice-resume-url"
@@ -52,6 +56,7 @@ class Relay:
         "headers",
         "keepalive",
         "max_bytes",
+        "opening",
         "overflowed",
         "readers",
         "request_id",
@@ -71,6 +76,9 @@ class Relay:
         reconnect."""
         self.keepalive = b""
         """Its door's keep-alive comment, sent to a reconnect waiting for the tail."""
+        self.opening = b""
+        """A background response's object as created (a poll's answer before the first
+        event, on any process)."""
         self.ended: Ending | None = None
         self.overflowed = False
         """Past ``max_bytes``: its events are dropped and it cannot be resumed."""
@@ -134,11 +142,13 @@ class Relay:
 
 
 class Relays:
-    """The process's resumable streams, by request id."""
+    """The process's resumable streams, by request id; each mirrored to ``share`` when
+    there is one (every process reads it there, :mod:`.relay_share`)."""
 
-    __slots__ = ("_by_id", "_forgotten", "_running_alone")
+    __slots__ = ("_by_id", "_forgotten", "_running_alone", "share")
 
-    def __init__(self) -> None:
+    def __init__(self, share: RelayShare | None = None) -> None:
+        self.share = share
         self._by_id: dict[str, Relay] = {}
         self._forgotten: dict[str, str] = {}
         self._running_alone: dict[str, int] = {}
@@ -147,7 +157,15 @@ class Relays:
     def open(self, request_id: str, account_id: str, config: StreamsConfig) -> Relay:
         relay = Relay(request_id, account_id, config.resume_max_bytes)
         self._by_id[request_id] = relay
+        if self.share is not None:
+            self.share.mirror(relay, config.resume_retention)
         return relay
+
+    def stop_asked(self, request_id: str, account_id: str) -> None:
+        """A stop asked on another process: this one stops the stream if it runs it."""
+        relay = self._by_id.get(request_id)
+        if relay is not None and relay.account_id == account_id:
+            self.cancel(relay)
 
     def find(self, request_id: str, account_id: str) -> Relay:
         """The account's stream; 404 for another account's or an unknown one, 410 for

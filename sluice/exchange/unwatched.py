@@ -19,6 +19,7 @@ class Unwatched:
     is set once the request was admitted (its stream began) or refused (``refusal``)."""
 
     __slots__ = (
+        "_opening",
         "_relay",
         "_stopping",
         "decided",
@@ -30,8 +31,9 @@ class Unwatched:
         "writes",
     )
 
-    def __init__(self, resume: Resumption, stopping: Callable[[], bool]) -> None:
+    def __init__(self, resume: Resumption, stopping: Callable[[], bool], opening: bytes) -> None:
         self.resume = resume
+        self._opening = opening
         self._stopping = stopping
         self._relay: Relay | None = None
         self.decided = asyncio.Event()
@@ -45,6 +47,7 @@ class Unwatched:
         resume.unwatched = True
 
     def _began(self, relay: Relay) -> None:
+        relay.opening = self._opening
         self._relay = relay
         self.started = True
         self.decided.set()

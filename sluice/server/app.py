@@ -33,6 +33,7 @@ from sluice.exchange.heads import error_headers
 from sluice.exchange.ports import ClientGoneError, Headers
 from sluice.exchange.refusals import REFUSAL_STATUSES, held
 from sluice.exchange.relay import Relays
+from sluice.exchange.relay_share import RelayShare
 from sluice.exchange.services import Services
 from sluice.exchange.tenants import Tenants
 from sluice.frontdoors.responses.memory import ResponseMemory
@@ -91,6 +92,7 @@ class Gateway:
         store: Store,
         transport: Transport,
         breakers: BreakerShare | None = None,
+        relay_share: RelayShare | None = None,
         vault: Vault | None,
         seal: AccountSeal,
         new_id: IdFactory,
@@ -103,6 +105,7 @@ class Gateway:
         self.store = store
         self.transport = transport
         self._breakers = breakers
+        self._relay_share = relay_share
         self.vault = vault
         self.new_id = new_id
         self.wall_clock = wall_clock
@@ -117,13 +120,14 @@ class Gateway:
         self._decoding = ThreadPoolExecutor(1, thread_name_prefix="sluice-decode")
         self.pacer = Pacer(clock)
         self.memory = ResponseMemory(store, generation.services.log)
+        self.relays = Relays(relay_share)
         self.routes = Routes(
             self.memory,
             seal,
             msgspec.json.encode(openapi_document()),
             feeds=LiveFeeds(clock, wall_clock),
             counts=CountCache(clock),
-            relays=Relays(),
+            relays=self.relays,
             wall_clock=wall_clock,
         )
 
@@ -167,6 +171,8 @@ class Gateway:
         self.services.meter.start()
         if self._breakers is not None:
             await self._breakers.start()
+        if self._relay_share is not None:
+            self._relay_share.start(self.relays.stop_asked)
 
     def stop_draining(self) -> None:
         """Shutting down: a client leaving from now on cancels its upstream call."""
@@ -180,6 +186,8 @@ class Gateway:
         await services.limiter.close()
         if self._breakers is not None:
             await self._breakers.close()
+        if self._relay_share is not None:
+            await self._relay_share.close()
         await services.log.close()
         await services.meter.close()  # the reservations, once every settlement is written
         await services.telemetry.close()  # the spans still queued are exported

@@ -16,6 +16,7 @@ response, failed or cancelled here. Running ones are per process, like their rel
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ from sluice.exchange.exchange import Exchange
 from sluice.exchange.heads import JSON
 from sluice.exchange.ports import Headers
 from sluice.exchange.relay import Relay, Relays, Resumption
+from sluice.exchange.relay_share import Mirrored
 from sluice.exchange.unwatched import Unwatched
 from sluice.exchange.work import chat_work
 from sluice.frontdoors.responses.door import ResponsesDoor
@@ -41,6 +43,8 @@ _TRUE = b"true"
 _FIELDS = msgspec.json.Decoder(dict[str, Raw])
 _ENCODER = msgspec.json.Encoder()
 _DATA = b"\ndata: "
+_STORE_WAIT = 3.0
+"""Seconds a poll or cancel on another process waits for an ended one's stored end."""
 
 
 class _Event(msgspec.Struct):
@@ -130,7 +134,8 @@ class Backgrounds:
             req, stream=True, stream_options=StreamOptions(include_usage=True)
         )
         resume = Resumption(self.relays, call.request_id, account_id, config)
-        writer = Unwatched(resume, lambda: services.tasks.stopping)
+        queued = self._door.queued(req, call.request_id, call.created)
+        writer = Unwatched(resume, lambda: services.tasks.stopping, queued)
         exchange = Exchange(
             services,
             self._door,
@@ -140,7 +145,6 @@ class Backgrounds:
             counted=True,
             memory=self._door,
         )
-        queued = self._door.queued(req, call.request_id, call.created)
         entry = Background(req, resume, queued)
 
         async def run() -> None:
@@ -171,6 +175,60 @@ class Backgrounds:
             await follow(self.relays, resume.relay, 0, gw, call)
         else:
             await call.writer.send(200, [*headers, JSON], entry.queued)
+
+    async def poll_elsewhere(self, response_id: str, account_id: str) -> bytes | None:
+        """A background response another process runs, as it stands (with Redis); None
+        when there is none by that id for the account."""
+        share = self.relays.share
+        mirrored = await self._elsewhere(response_id, account_id)
+        if share is None or mirrored is None:
+            return None
+        if mirrored.ended is not None:  # its end is on its way to storage
+            stored = await self._stored_within(response_id, account_id, _STORE_WAIT)
+            if stored is not None:
+                return stored
+        first = await share.first(mirrored.request_id)
+        opened = None if first is None else _response_in(first)
+        return opened or mirrored.opening
+
+    async def cancel_elsewhere(self, response_id: str, account_id: str) -> bytes | None:
+        """Stop a background response another process runs (its owner does); the
+        response as it ended, once stored (else as it stood, ``cancelled``). None when
+        there is none by that id for the account."""
+        share = self.relays.share
+        mirrored = await self._elsewhere(response_id, account_id)
+        if share is None or mirrored is None:
+            return None
+        if mirrored.ended is None:
+            await share.stop(mirrored.request_id, account_id)
+        stored = await self._stored_within(response_id, account_id, _STORE_WAIT)
+        if stored is not None:
+            return stored
+        polled = await self.poll_elsewhere(response_id, account_id)
+        fields = _FIELDS.decode(polled or mirrored.opening)
+        fields["status"] = Raw(b'"cancelled"')
+        return _ENCODER.encode(fields)
+
+    async def _elsewhere(self, response_id: str, account_id: str) -> Mirrored | None:
+        share = self.relays.share
+        if share is None:
+            return None
+        mirrored = await share.find(request_id_of(response_id), account_id)
+        return mirrored if mirrored is not None and mirrored.opening else None
+
+    async def _stored_within(
+        self, response_id: str, account_id: str, seconds: float
+    ) -> bytes | None:
+        """The stored response, waiting up to ``seconds`` for another process's write."""
+        memory = self._door.memory
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                while True:
+                    stored = await memory.find(response_id, account_id)
+                    if stored is not None:
+                        return bytes(stored.response)
+                    await asyncio.sleep(0.05)
+        return None
 
     async def cancel(self, entry: Background) -> bytes:
         """Stop it now, charged for what it made; the response as it ended."""

@@ -18,6 +18,7 @@ from sluice.accounts.sealing import AccountSeal
 from sluice.accounts.vault import Vault
 from sluice.exchange.metrics import Metrics
 from sluice.exchange.refusals import RepeatLog, Tarpit
+from sluice.exchange.relay_share import RelayShare
 from sluice.exchange.services import Services
 from sluice.exchange.tasks import Tasks
 from sluice.exchange.telemetry import build_telemetry
@@ -87,6 +88,10 @@ class _Lasting:
                 settings.limits.redis_url, settings.limits.key_prefix, self.breaker, clock
             )
             self.breaker.on_open = self.breaker_share.opened
+        self.relay_share = None
+        redis_url = settings.limits.redis_url
+        if redis_url:
+            self.relay_share = RelayShare.from_url(redis_url, settings.limits.key_prefix)
         escrow = None
         if metering.reserve:
             escrow = Escrow(
@@ -196,6 +201,7 @@ def create_app(
         store=store,
         transport=lasting.transport,
         breakers=lasting.breaker_share,
+        relay_share=lasting.relay_share,
         vault=lasting.vault,
         seal=lasting.seal,
         new_id=new_id,

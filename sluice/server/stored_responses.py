@@ -7,6 +7,7 @@ a 404 like a missing one: ownership is part of every lookup."""
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import parse_qsl
 
@@ -17,7 +18,7 @@ from sluice.errors import ConflictError, InvalidRequestError, NotFoundError
 from sluice.exchange.heads import JSON
 from sluice.frontdoors.responses.memory import listed_items
 from sluice.server.background import Backgrounds, request_id_of
-from sluice.server.streams import follow
+from sluice.server.streams import follow, locate, past
 from sluice.storage.responses import StoredResponse
 
 if TYPE_CHECKING:
@@ -60,9 +61,9 @@ async def read(backgrounds: Backgrounds, gw: GatewayContext, call: Call) -> None
     assert call.principal is not None
     path = call.request.path[len(RESPONSES_PREFIX) :]
     if path.endswith(_ITEMS_SUFFIX):
-        stored = await _stored(gw, call, path[: -len(_ITEMS_SUFFIX)])
+        kept = await _stored(gw, call, path[: -len(_ITEMS_SUFFIX)])
         params = _params(call.request.query, ("after", "limit", "order"))
-        page = _item_page(listed_items(stored), params)
+        page = _item_page(listed_items(kept), params)
         await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(page))
         return
     params = _params(call.request.query, ("stream", "starting_after"))
@@ -73,8 +74,8 @@ async def read(backgrounds: Backgrounds, gw: GatewayContext, call: Call) -> None
     if running is not None:
         await call.writer.send(200, [*call.headers, JSON], running.snapshot())
         return
-    stored = await _stored(gw, call, path)
-    await call.writer.send(200, [*call.headers, JSON], bytes(stored.response))
+    answer = await _kept_or(gw, call, path, backgrounds.poll_elsewhere)
+    await call.writer.send(200, [*call.headers, JSON], answer)
 
 
 async def cancel(backgrounds: Backgrounds, gw: GatewayContext, call: Call) -> None:
@@ -90,8 +91,8 @@ async def cancel(backgrounds: Backgrounds, gw: GatewayContext, call: Call) -> No
         body = await backgrounds.cancel(running)
         await call.writer.send(200, [*call.headers, JSON], body)
         return
-    stored = await _stored(gw, call, response_id)
-    head = _HEAD.decode(stored.response)
+    answer = await _kept_or(gw, call, response_id, backgrounds.cancel_elsewhere)
+    head = _HEAD.decode(answer)
     if not head.background:
         raise InvalidRequestError(
             "Only a response created with background: true can be cancelled.",
@@ -102,7 +103,7 @@ async def cancel(backgrounds: Backgrounds, gw: GatewayContext, call: Call) -> No
             f"The response already ended ({head.status}); only a running one can be cancelled.",
             code="response_not_cancellable",
         )
-    await call.writer.send(200, [*call.headers, JSON], bytes(stored.response))
+    await call.writer.send(200, [*call.headers, JSON], answer)
 
 
 async def _stream_again(
@@ -120,7 +121,7 @@ async def _stream_again(
     try:
         if not _RESPONSE_ID.fullmatch(response_id):
             raise _not_found(response_id)
-        relay = relays.find(request_id_of(response_id), call.principal.account_id)
+        relay = await locate(relays, request_id_of(response_id), call.principal.account_id)
     except NotFoundError:
         await _stored(gw, call, response_id)  # 404 when there is no such response
         raise InvalidRequestError(
@@ -132,7 +133,7 @@ async def _stream_again(
     if starting_after is not None:
         ok = starting_after.isascii() and starting_after.isdigit() and len(starting_after) < 19
         seen = int(starting_after) + 1 if ok else -1
-        if not 0 < seen <= relay.count:
+        if seen <= 0 or past(seen, relay):
             raise InvalidRequestError(
                 f"starting_after is the sequence number of an event sent (0 to "
                 f"{relay.count - 1}), not {starting_after[:40]!r}.",
@@ -154,13 +155,37 @@ async def delete(gw: GatewayContext, call: Call) -> None:
 
 
 async def _stored(gw: GatewayContext, call: Call, response_id: str) -> StoredResponse:
-    assert call.principal is not None
-    stored = None
-    if _RESPONSE_ID.fullmatch(response_id):
-        stored = await gw.memory.find(response_id, call.principal.account_id)
+    stored = await _find(gw, call, response_id)
     if stored is None:
         raise _not_found(response_id)
     return stored
+
+
+async def _kept_or(
+    gw: GatewayContext,
+    call: Call,
+    response_id: str,
+    elsewhere: Callable[[str, str], Awaitable[bytes | None]],
+) -> bytes:
+    """The stored response, else what ``elsewhere`` finds of a background one another
+    process runs; 404 when neither has it."""
+    assert call.principal is not None
+    stored = await _find(gw, call, response_id)
+    if stored is not None:
+        return bytes(stored.response)
+    answer = None
+    if _RESPONSE_ID.fullmatch(response_id):
+        answer = await elsewhere(response_id, call.principal.account_id)
+    if answer is None:
+        raise _not_found(response_id)
+    return answer
+
+
+async def _find(gw: GatewayContext, call: Call, response_id: str) -> StoredResponse | None:
+    assert call.principal is not None
+    if not _RESPONSE_ID.fullmatch(response_id):
+        return None
+    return await gw.memory.find(response_id, call.principal.account_id)
 
 
 def _not_found(response_id: str) -> NotFoundError:

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from sluice.errors import InvalidRequestError
+from sluice.errors import InvalidRequestError, NotFoundError, StreamExpiredError
 from sluice.exchange.heads import JSON
 from sluice.exchange.keepalive import KeepAlive
 from sluice.exchange.relay import RESUME_PREFIX, Relay, Relays
+from sluice.exchange.relay_share import Mirrored, RelayShare
 
 if TYPE_CHECKING:
     from sluice.server.call import Call
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 LAST_EVENT_ID = "last-event-id"
 _NUMBER = re.compile(r"[0-9]{1,18}")
 _ENCODER = msgspec.json.Encoder()
+_GONE = frozenset({"cancelled", "abandoned", "overflowed"})
+"""Endings after which a stream is not resumed (410), on any process."""
 
 
 class StreamState(msgspec.Struct, kw_only=True):
@@ -41,18 +44,36 @@ class StreamState(msgspec.Struct, kw_only=True):
     """Events it sent (and kept) before it stopped."""
 
 
-def _relay(relays: Relays, call: Call) -> Relay:
+async def locate(relays: Relays, request_id: str, account_id: str) -> Relay | Mirrored:
+    """The account's stream: this process's, else (with Redis) one another process runs
+    or ran, as mirrored; 404 / 410 as :meth:`Relays.find` says when neither has it."""
+    try:
+        return relays.find(request_id, account_id)
+    except NotFoundError:
+        if relays.share is None:
+            raise
+        mirrored = await relays.share.find(request_id, account_id)
+        if mirrored is None:
+            raise
+        if mirrored.ended in _GONE:  # as its own process forgets one at once
+            raise StreamExpiredError(
+                f"The stream {request_id} ended ({mirrored.ended}) and cannot be resumed."
+            ) from None
+        return mirrored
+
+
+async def _located(relays: Relays, call: Call) -> Relay | Mirrored:
     assert call.principal is not None
     request_id = call.request.path[len(RESUME_PREFIX) :]
-    return relays.find(request_id, call.principal.account_id)
+    return await locate(relays, request_id, call.principal.account_id)
 
 
-def last_event(header: str | None, relay: Relay) -> int:
+def last_event(header: str | None, relay: Relay | Mirrored) -> int:
     """The number of the last event the client has: 0 without ``Last-Event-ID``."""
     if header is None or not header.strip():
         return 0
     stream, _, number = header.strip().rpartition(".")
-    if stream != relay.request_id or not _NUMBER.fullmatch(number) or int(number) > relay.count:
+    if stream != relay.request_id or not _NUMBER.fullmatch(number) or past(int(number), relay):
         raise InvalidRequestError(
             f"Last-Event-ID {header[:80]!r} names no event of stream {relay.request_id}.",
             code="invalid_last_event_id",
@@ -61,16 +82,28 @@ def last_event(header: str | None, relay: Relay) -> int:
     return int(number)
 
 
+def past(number: int, relay: Relay | Mirrored) -> bool:
+    """Is event ``number`` past the last one sent? (A mirror may lag its owner by a
+    batch: a stream another process runs waits for it instead.)"""
+    return isinstance(relay, Relay) and number > relay.count
+
+
 async def resume_stream(relays: Relays, gw: GatewayContext, call: Call) -> None:
     """``GET /v1/streams/{id}``: the events after ``Last-Event-ID``, then the live tail."""
-    relay = _relay(relays, call)
+    relay = await _located(relays, call)
     seen = last_event(call.request.headers.get(LAST_EVENT_ID), relay)
     await follow(relays, relay, seen, gw, call)
 
 
-async def follow(relays: Relays, relay: Relay, seen: int, gw: GatewayContext, call: Call) -> None:
+async def follow(
+    relays: Relays, relay: Relay | Mirrored, seen: int, gw: GatewayContext, call: Call
+) -> None:
     """The stream's events after the ``seen`` first, then its live tail, then its end,
     to ``call``'s client (one more reader while it reads)."""
+    if isinstance(relay, Mirrored):
+        assert relays.share is not None
+        await _follow_mirrored(relays.share, relay, seen, gw, call)
+        return
     config = gw.settings.streams
     headers = [*call.headers, *relay.headers]
     relays.reading(relay)
@@ -92,11 +125,38 @@ async def follow(relays: Relays, relay: Relay, seen: int, gw: GatewayContext, ca
         relays.left(relay, config)
 
 
+async def _follow_mirrored(
+    share: RelayShare, mirrored: Mirrored, seen: int, gw: GatewayContext, call: Call
+) -> None:
+    """A stream another process runs (or ran), read from its mirror."""
+    headers = [*call.headers, *mirrored.headers]
+    interval = gw.services.keepalive_interval
+    ticker = KeepAlive(call.writer, headers, interval, mirrored.keepalive)
+    ending = "lost"
+    try:
+        call.writer.start(200, headers)
+        async for got in share.tail(mirrored.request_id, seen):
+            if isinstance(got, str):
+                ending = got
+                break
+            if got:
+                await call.writer.write(b"".join(got))
+        await call.writer.end(close=ending != "complete")
+    finally:
+        ticker.stop()
+
+
 async def cancel_stream(relays: Relays, gw: GatewayContext, call: Call) -> None:
-    """``DELETE /v1/streams/{id}``: stop it now (a stream already ended says how)."""
-    relay = _relay(relays, call)
-    relays.cancel(relay)
-    state = StreamState(
-        id=relay.request_id, status=relay.ended or "cancelled", events=len(relay.events)
-    )
+    """``DELETE /v1/streams/{id}``: stop it now (a stream already ended says how); one
+    another process runs is stopped there."""
+    relay = await _located(relays, call)
+    if isinstance(relay, Mirrored):
+        if relay.ended is None:
+            assert relays.share is not None and call.principal is not None
+            await relays.share.stop(relay.request_id, call.principal.account_id)
+        status, count = relay.ended or "cancelled", relay.count
+    else:
+        relays.cancel(relay)
+        status, count = relay.ended or "cancelled", len(relay.events)
+    state = StreamState(id=relay.request_id, status=status, events=count)
     await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(state))

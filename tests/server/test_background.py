@@ -252,3 +252,19 @@ async def test_an_upstream_that_fails_leaves_it_failed_with_the_error(
     assert "HTTP 500" in early.error.message
     assert late.error is not None and late.error.code
     assert late.output_text == "one "  # what it made before the cut
+
+
+async def test_a_gateway_that_stops_leaves_it_failed(tmp_path: Path) -> None:
+    """Past the grace period a stop cuts it: stored ``failed``, ``server_shutting_down``,
+    read back by the gateway started next on the same storage."""
+    async with running_gateway(tmp_path, SLOW_DEMO, stop_grace=0.3) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        async with sdk(gw, key) as client:
+            made = await client.responses.create(
+                model="sluice/demo", input="Hi", background=True, max_output_tokens=300
+            )
+            await until(client, made.id, "in_progress")
+    async with running_gateway(tmp_path, SLOW_DEMO) as gw, sdk(gw, key) as client:
+        found = await client.responses.retrieve(made.id)
+    assert found.status == "failed" and found.error is not None
+    assert found.error.model_dump()["code"] == "server_shutting_down"

@@ -1,0 +1,265 @@
+"""Resumable streams shared by every process on one Redis (``[limits] redis_url``): a
+reconnect, a ``DELETE``, or a background response's poll, stream or cancel that reaches
+another worker or replica than the one running it is served there
+(docs/api.md#several-replicas).
+
+The process running a stream (its owner) mirrors it into a Redis stream
+``<prefix>relay:<id>``: entry ``0-n`` holds event ``n`` as sent, written in batches (one
+pipeline per batch, at most one every :data:`BATCH_GAP` seconds), never per event on the
+response path; a last entry holding ``end`` says how it ended. Beside it, a hash
+``<prefix>relaymeta:<id>`` (its account, its headers, its keep-alive) and a key
+``<prefix>relayowner:<id>`` the owner refreshes while the stream runs. A stream that
+outgrows ``resume_max_bytes`` ends its mirror too (``overflowed``). Every key expires
+``resume_retention`` seconds after the last write.
+
+Any other process reads it there: the events after the one asked for, then blocking
+reads for the tail, until ``end``. If the owner's key expires with no ``end`` (the
+owner died, :data:`OWNER_TTL` seconds after its last refresh), the reader's response
+ends cut, as the stream did. A stop asked elsewhere is published on
+``<prefix>relay-cancel``; the owner stops the stream as if asked itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import msgspec
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from sluice.errors import ServiceUnavailableError
+from sluice.exchange.ports import Headers
+from sluice.exchange.relay import Relay
+
+_log = logging.getLogger("sluice.server")
+BATCH_GAP = 0.02
+"""Seconds between two writes of one stream's mirror (its events batch meanwhile)."""
+OWNER_TTL = 5.0
+"""Seconds the owner's key outlives its last refresh (refreshed every second)."""
+_BLOCK_MS = 1000
+_EVENT = b"e"
+_END = b"end"
+
+
+def _entries(raw: Any) -> list[tuple[int, dict[bytes, bytes]]]:
+    """A stream's entries as Redis gave them: each one's number (``0-n``) and fields."""
+    return [(int(bytes(entry_id).split(b"-")[1]), dict(fields)) for entry_id, fields in raw]
+
+
+class _Meta(msgspec.Struct, array_like=True, frozen=True):
+    account_id: str
+    headers: list[tuple[str, str]]
+    keepalive: bytes
+    opening: bytes
+
+
+class _Cancel(msgspec.Struct, array_like=True, frozen=True):
+    request_id: str
+    account_id: str
+
+
+class Mirrored:
+    """A stream another process runs, as its mirror describes it."""
+
+    __slots__ = ("count", "ended", "headers", "keepalive", "opening", "request_id")
+
+    def __init__(self, request_id: str, meta: _Meta, count: int, ended: str | None) -> None:
+        self.request_id = request_id
+        self.headers: Headers = list(meta.headers)
+        self.keepalive = meta.keepalive
+        self.opening = meta.opening
+        """A background response's object as created (empty for another stream)."""
+        self.count = count
+        """Its events mirrored so far (an ``id:`` past it names no event)."""
+        self.ended = ended
+        """How it ended, once its mirror says so."""
+
+
+class RelayShare:
+    """Owns ``client``. ``start`` listens for stops asked elsewhere (``stop`` applies
+    them to this process's streams)."""
+
+    def __init__(self, client: Redis, prefix: str) -> None:
+        self._client = client
+        self._prefix = prefix
+        self._channel = f"{prefix}relay-cancel"
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._listening: asyncio.Task[None] | None = None
+        self._failing = False
+
+    @classmethod
+    def from_url(cls, url: str, prefix: str) -> RelayShare:
+        client = Redis.from_url(url, socket_connect_timeout=1.0, health_check_interval=30)
+        return cls(client, prefix)
+
+    def _names(self, request_id: str) -> tuple[str, str, str]:
+        p = self._prefix
+        return f"{p}relay:{request_id}", f"{p}relaymeta:{request_id}", f"{p}relayowner:{request_id}"
+
+    # --- the owner ------------------------------------------------------------------
+
+    def mirror(self, relay: Relay, retention: float) -> None:
+        """Mirror ``relay`` until it ends (a task of its own, off the response path)."""
+        task = asyncio.get_running_loop().create_task(self._mirror(relay, retention))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _mirror(self, relay: Relay, retention: float) -> None:
+        names = self._names(relay.request_id)
+        keep = max(1, int(retention))
+        try:
+            about = _Meta(relay.account_id, relay.headers, relay.keepalive, relay.opening)
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.set(names[1], msgspec.msgpack.encode(about), ex=keep)
+                pipe.set(names[2], b"1", px=int(OWNER_TTL * 1000))
+                await pipe.execute()
+            self._failing = False
+            sent = 0
+            while True:
+                changed = relay.signal()  # taken before reading: no event slips between
+                sent = await self._write(relay, names, keep, sent)
+                if sent < 0:
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), 1.0)
+                await asyncio.sleep(BATCH_GAP)
+        except (RedisError, OSError) as exc:
+            if not self._failing:  # once per outage, not once per stream
+                self._failing = True
+                _log.warning("streams are not shared (Redis: %s), from %s", exc, relay.request_id)
+
+    async def _write(self, relay: Relay, names: tuple[str, str, str], keep: int, sent: int) -> int:
+        """The events after the ``sent`` first, and the end if it came, in one pipeline;
+        how many are mirrored now (-1 once the end is)."""
+        stream, meta, owner = names
+        events = [] if relay.overflowed else relay.after(sent)
+        ending: str | None = "overflowed" if relay.overflowed else relay.ended
+        async with self._client.pipeline(transaction=False) as pipe:
+            for event in events:
+                sent += 1
+                pipe.xadd(stream, {_EVENT: event}, id=f"0-{sent}")
+            if ending is not None:
+                pipe.xadd(stream, {_END: ending.encode()}, id=f"0-{sent + 1}")
+                pipe.delete(owner)
+            else:
+                pipe.set(owner, b"1", px=int(OWNER_TTL * 1000))
+            pipe.expire(stream, keep)
+            pipe.expire(meta, keep)
+            await pipe.execute()
+        return -1 if ending is not None else sent
+
+    async def listen(self, stop: Callable[[str, str], None]) -> None:
+        """Apply ``stop(request_id, account_id)`` for every stop asked elsewhere,
+        reconnecting after an outage."""
+        while True:
+            try:
+                async with self._client.pubsub() as pubsub:
+                    await pubsub.subscribe(self._channel)
+                    async for message in pubsub.listen():
+                        if message.get("type") == "message":
+                            asked = msgspec.msgpack.decode(message["data"], type=_Cancel)
+                            stop(asked.request_id, asked.account_id)
+            except (RedisError, OSError, msgspec.DecodeError) as exc:
+                _log.warning("stops asked on other processes are not heard (Redis: %s)", exc)
+                await asyncio.sleep(1.0)
+
+    def start(self, stop: Callable[[str, str], None]) -> None:
+        self._listening = asyncio.get_running_loop().create_task(self.listen(stop))
+
+    async def close(self) -> None:
+        """The mirrors finish their streams' ends (a couple of seconds at most)."""
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=2.0)
+        tasks = [*self._tasks, *([self._listening] if self._listening else [])]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
+                await task
+        await self._client.aclose()
+
+    # --- any other process ----------------------------------------------------------
+
+    async def find(self, request_id: str, account_id: str) -> Mirrored | None:
+        """The account's stream as mirrored; None when there is none (or another's)."""
+        stream, meta, _owner = self._names(request_id)
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.get(meta)
+                pipe.xrevrange(stream, count=1)
+                described, last = await pipe.execute()
+        except (RedisError, OSError) as exc:
+            raise _unavailable(exc) from None
+        if described is None:
+            return None
+        found = msgspec.msgpack.decode(described, type=_Meta)
+        if found.account_id != account_id:
+            return None
+        count, ended = 0, None
+        for number, fields in _entries(last):
+            ending = fields.get(_END)
+            count = number - (1 if ending is not None else 0)
+            ended = None if ending is None else ending.decode()
+        return Mirrored(request_id, found, count, ended)
+
+    async def tail(self, request_id: str, after: int) -> AsyncIterator[list[bytes] | str]:
+        """The events after event ``after``, in batches, then how it ended: its ending's
+        name, or ``lost`` when its owner died first."""
+        try:
+            async for got in self._tail(request_id, after):
+                yield got
+        except (RedisError, OSError) as exc:
+            _log.warning("stream %s could not be read on (Redis: %s)", request_id, exc)
+            yield "lost"
+
+    async def _tail(self, request_id: str, after: int) -> AsyncIterator[list[bytes] | str]:
+        stream, _meta, owner = self._names(request_id)
+        last = after
+        while True:
+            got: Any = await self._client.xread({stream: f"0-{last}"}, count=500, block=_BLOCK_MS)
+            if not got:
+                if await self._client.exists(owner):
+                    continue
+                got = await self._client.xread({stream: f"0-{last}"}, count=500)
+                if not got:
+                    yield "lost"
+                    return
+            events: list[bytes] = []
+            for number, fields in _entries(got[0][1]):
+                ending = fields.get(_END)
+                if ending is not None:
+                    yield events
+                    yield ending.decode()
+                    return
+                events.append(fields[_EVENT])
+                last = number
+            yield events
+
+    async def first(self, request_id: str) -> bytes | None:
+        """Its first event, if it was mirrored."""
+        stream, _meta, _owner = self._names(request_id)
+        try:
+            got = _entries(await self._client.xrange(stream, min="0-1", max="0-1"))
+        except (RedisError, OSError) as exc:
+            raise _unavailable(exc) from None
+        return None if not got else got[0][1].get(_EVENT)
+
+    async def stop(self, request_id: str, account_id: str) -> None:
+        """Ask every process to stop the stream (its owner does)."""
+        asked = msgspec.msgpack.encode(_Cancel(request_id, account_id))
+        try:
+            await self._client.publish(self._channel, asked)
+        except (RedisError, OSError) as exc:
+            raise _unavailable(exc) from None
+
+
+def _unavailable(exc: BaseException) -> ServiceUnavailableError:
+    _log.warning("streams of other processes cannot be reached (Redis: %s)", exc)
+    return ServiceUnavailableError(
+        "Streams running on other processes cannot be reached now (Redis is unavailable).",
+        code="relay_unavailable",
+    )
