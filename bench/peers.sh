@@ -8,6 +8,8 @@
 #       sluice-metered-pg  a credit-metered key on PostgreSQL (PG_ADMIN's server)
 #       sluice-resumable   sluice-metered with a resumable key: every stream keeps its
 #                          events for a reconnect (docs/api.md#resumable-streams)
+#       sluice-resumable-redis  the same with [limits] redis_url: every stream is also
+#                          mirrored to Redis for other processes (docs/api.md#several-replicas)
 #
 # Core 0: fake upstream + load generator. Core 1: the target under test.
 # Env: REPS (3) DURATION (5) KIT (../shared/bench) LITELLM (path to a `litellm` binary,
@@ -55,6 +57,10 @@ sluice_home() {  # name storage-url [metered|resumable]: a home with its config;
   local home="$WORK/$1"
   mkdir -p "$home"
   { echo "[storage]"; echo "url = \"$2\""; cat bench/sluice-bench.toml; } > "$home/sluice.toml"
+  if [ -n "${REDIS_URL:-}" ]; then
+    printf '[limits]\nredis_url = "%s"\nkey_prefix = "sluice-bench:%s:"\n' "$REDIS_URL" "$$" \
+      >> "$home/sluice.toml"
+  fi
   SLUICE_HOME="$home" .venv/bin/sluice init --config "$home/sluice.toml" >/dev/null
   if [ -n "${3:-}" ]; then
     SLUICE_HOME="$home" .venv/bin/sluice accounts create bench --credits 1000000 \
@@ -98,6 +104,9 @@ for target in "${TARGETS[@]}"; do
     sluice) sluice sluice "sqlite:///$WORK/sluice/sluice.db" ;;
     sluice-metered) sluice sluice-metered "sqlite:///$WORK/sluice-metered/sluice.db" metered ;;
     sluice-resumable) sluice sluice-resumable "sqlite:///$WORK/sluice-resumable/sluice.db" resumable ;;
+    sluice-resumable-redis)
+      REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/0}" \
+        sluice sluice-resumable-redis "sqlite:///$WORK/sluice-resumable-redis/sluice.db" resumable ;;
     sluice-metered-pg)
       psql "$PG_ADMIN" -qc "CREATE DATABASE $DB" >/dev/null
       sluice sluice-metered-pg "${PG_ADMIN%/*}/$DB" metered ;;

@@ -9,6 +9,7 @@ from bench.resilience import (
     network,
     protocol,
     resume,
+    resume_replicas,
     secrets,
     uploads,
 )
@@ -22,6 +23,7 @@ __all__ = (
     "network",
     "protocol",
     "resume",
+    "resume_replicas",
     "secrets",
     "uploads",
 )

@@ -9,8 +9,9 @@ as usual) while a reconnect follows it. :class:`Relays` holds the process's rela
 request id: a stream nobody reads is cancelled after ``resume_retention`` seconds, a
 finished one is forgotten that long after its end, and the ids of forgotten ones are
 remembered (bounded) so a late reconnect learns why (410 ``stream_expired``).
-With ``[limits] redis_url`` each is mirrored to Redis, where any process reads it
-(:mod:`.relay_share`); without, a reconnect must reach the process that serves it.
+With ``[limits] redis_url`` one another process asks for is mirrored to Redis, where
+that process reads it (:mod:`.relay_share`); without, a reconnect must reach the process
+that serves it.
 """
 
 from __future__ import annotations
@@ -56,10 +57,12 @@ class Relay:
         "headers",
         "keepalive",
         "max_bytes",
+        "mirrored",
         "opening",
         "overflowed",
         "readers",
         "request_id",
+        "retention",
         "size",
         "task",
         "timer",
@@ -76,6 +79,10 @@ class Relay:
         reconnect."""
         self.keepalive = b""
         """Its door's keep-alive comment, sent to a reconnect waiting for the tail."""
+        self.retention = 0.0
+        """Seconds it is kept after it ends (and its mirror, if it has one)."""
+        self.mirrored = False
+        """Another process asked for it: its events are mirrored to Redis."""
         self.opening = b""
         """A background response's object as created (a poll's answer before the first
         event, on any process)."""
@@ -142,8 +149,8 @@ class Relay:
 
 
 class Relays:
-    """The process's resumable streams, by request id; each mirrored to ``share`` when
-    there is one (every process reads it there, :mod:`.relay_share`)."""
+    """The process's resumable streams, by request id; one another process asks for is
+    mirrored to ``share`` (:mod:`.relay_share`)."""
 
     __slots__ = ("_by_id", "_forgotten", "_running_alone", "share")
 
@@ -156,10 +163,19 @@ class Relays:
 
     def open(self, request_id: str, account_id: str, config: StreamsConfig) -> Relay:
         relay = Relay(request_id, account_id, config.resume_max_bytes)
+        relay.retention = config.resume_retention
         self._by_id[request_id] = relay
-        if self.share is not None:
-            self.share.mirror(relay, config.resume_retention)
         return relay
+
+    def wanted(self, request_id: str, account_id: str) -> None:
+        """Another process asks for a stream: mirrored from its start if this one runs
+        it (or still keeps it), once."""
+        relay = self._by_id.get(request_id)
+        if relay is None or relay.account_id != account_id or relay.mirrored:
+            return
+        if self.share is not None:
+            relay.mirrored = True
+            self.share.mirror(relay, relay.retention)
 
     def stop_asked(self, request_id: str, account_id: str) -> None:
         """A stop asked on another process: this one stops the stream if it runs it."""

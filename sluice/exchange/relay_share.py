@@ -3,20 +3,22 @@ reconnect, a ``DELETE``, or a background response's poll, stream or cancel that 
 another worker or replica than the one running it is served there
 (docs/api.md#several-replicas).
 
-The process running a stream (its owner) mirrors it into a Redis stream
-``<prefix>relay:<id>``: entry ``0-n`` holds event ``n`` as sent, written in batches (one
-pipeline per batch, at most one every :data:`BATCH_GAP` seconds), never per event on the
-response path; a last entry holding ``end`` says how it ended. Beside it, a hash
-``<prefix>relaymeta:<id>`` (its account, its headers, its keep-alive) and a key
+Nothing is written for a stream nobody asks for elsewhere: the process that does not
+hold a stream publishes a *want* on ``<prefix>relay-ask``, and the process running it
+(its owner) starts mirroring it then, from its first event, into a Redis stream
+``<prefix>relay:<id>``: one entry per batch of events (entry ``0-n`` ends with event
+``n``), at most one batch every :data:`BATCH_GAP` seconds, off the response path; a
+last entry holding ``end`` says how the stream ended. Beside it a hash
+``<prefix>relaymeta:<id>`` (its account, headers, keep-alive) and a key
 ``<prefix>relayowner:<id>`` the owner refreshes while the stream runs. A stream that
 outgrows ``resume_max_bytes`` ends its mirror too (``overflowed``). Every key expires
 ``resume_retention`` seconds after the last write.
 
-Any other process reads it there: the events after the one asked for, then blocking
-reads for the tail, until ``end``. If the owner's key expires with no ``end`` (the
-owner died, :data:`OWNER_TTL` seconds after its last refresh), the reader's response
-ends cut, as the stream did. A stop asked elsewhere is published on
-``<prefix>relay-cancel``; the owner stops the stream as if asked itself.
+The asker reads it there: the events after the one asked for, then blocking reads for
+the tail, until ``end``. If the owner's key expires with no ``end`` (the owner died,
+:data:`OWNER_TTL` seconds after its last refresh), the reader's response ends cut, as
+the stream did. A stop asked elsewhere is published on the same channel; the owner
+stops the stream as if asked itself.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
 
 import msgspec
 from redis.asyncio import Redis
@@ -40,9 +42,13 @@ BATCH_GAP = 0.02
 """Seconds between two writes of one stream's mirror (its events batch meanwhile)."""
 OWNER_TTL = 5.0
 """Seconds the owner's key outlives its last refresh (refreshed every second)."""
+WANT_WAIT = 1.0
+"""Seconds an asker waits for the owner to start a stream's mirror."""
 _BLOCK_MS = 1000
-_EVENT = b"e"
+_EVENTS = b"e"
+_COUNT = b"n"
 _END = b"end"
+_SEPARATOR = b"\n\n"
 
 
 def _entries(raw: Any) -> list[tuple[int, dict[bytes, bytes]]]:
@@ -57,9 +63,20 @@ class _Meta(msgspec.Struct, array_like=True, frozen=True):
     opening: bytes
 
 
-class _Cancel(msgspec.Struct, array_like=True, frozen=True):
+class _Asked(msgspec.Struct, array_like=True, frozen=True):
+    """A process asks the stream's owner to ``stop`` it or to mirror it (``want``)."""
+
+    kind: str
     request_id: str
     account_id: str
+
+
+class Owner(Protocol):
+    """What the owner of streams does for asks from other processes."""
+
+    def stop_asked(self, request_id: str, account_id: str) -> None: ...
+
+    def wanted(self, request_id: str, account_id: str) -> None: ...
 
 
 class Mirrored:
@@ -86,7 +103,7 @@ class RelayShare:
     def __init__(self, client: Redis, prefix: str) -> None:
         self._client = client
         self._prefix = prefix
-        self._channel = f"{prefix}relay-cancel"
+        self._channel = f"{prefix}relay-ask"
         self._tasks: set[asyncio.Task[None]] = set()
         self._listening: asyncio.Task[None] | None = None
         self._failing = False
@@ -139,9 +156,10 @@ class RelayShare:
         events = [] if relay.overflowed else relay.after(sent)
         ending: str | None = "overflowed" if relay.overflowed else relay.ended
         async with self._client.pipeline(transaction=False) as pipe:
-            for event in events:
-                sent += 1
-                pipe.xadd(stream, {_EVENT: event}, id=f"0-{sent}")
+            if events:
+                sent += len(events)
+                batch = {_EVENTS: b"".join(events), _COUNT: len(events)}
+                pipe.xadd(stream, batch, id=f"0-{sent}")  # type: ignore[arg-type]
             if ending is not None:
                 pipe.xadd(stream, {_END: ending.encode()}, id=f"0-{sent + 1}")
                 pipe.delete(owner)
@@ -152,23 +170,24 @@ class RelayShare:
             await pipe.execute()
         return -1 if ending is not None else sent
 
-    async def listen(self, stop: Callable[[str, str], None]) -> None:
-        """Apply ``stop(request_id, account_id)`` for every stop asked elsewhere,
-        reconnecting after an outage."""
+    async def listen(self, owner: Owner) -> None:
+        """Tell ``owner`` every stop and want asked elsewhere, reconnecting after an
+        outage."""
         while True:
             try:
                 async with self._client.pubsub() as pubsub:
                     await pubsub.subscribe(self._channel)
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
-                            asked = msgspec.msgpack.decode(message["data"], type=_Cancel)
-                            stop(asked.request_id, asked.account_id)
+                            asked = msgspec.msgpack.decode(message["data"], type=_Asked)
+                            told = owner.stop_asked if asked.kind == "stop" else owner.wanted
+                            told(asked.request_id, asked.account_id)
             except (RedisError, OSError, msgspec.DecodeError) as exc:
-                _log.warning("stops asked on other processes are not heard (Redis: %s)", exc)
+                _log.warning("asks from other processes are not heard (Redis: %s)", exc)
                 await asyncio.sleep(1.0)
 
-    def start(self, stop: Callable[[str, str], None]) -> None:
-        self._listening = asyncio.get_running_loop().create_task(self.listen(stop))
+    def start(self, owner: Owner) -> None:
+        self._listening = asyncio.get_running_loop().create_task(self.listen(owner))
 
     async def close(self) -> None:
         """The mirrors finish their streams' ends (a couple of seconds at most)."""
@@ -186,12 +205,15 @@ class RelayShare:
 
     async def find(self, request_id: str, account_id: str) -> Mirrored | None:
         """The account's stream as mirrored; None when there is none (or another's)."""
-        stream, meta, _owner = self._names(request_id)
         try:
-            async with self._client.pipeline(transaction=False) as pipe:
-                pipe.get(meta)
-                pipe.xrevrange(stream, count=1)
-                described, last = await pipe.execute()
+            described, last = await self._described(request_id)
+            if described is None:  # nobody asked for it yet: ask its owner to mirror it
+                await self._ask("want", request_id, account_id)
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + WANT_WAIT
+                while described is None and loop.time() < deadline:
+                    await asyncio.sleep(0.02)
+                    described, last = await self._described(request_id)
         except (RedisError, OSError) as exc:
             raise _unavailable(exc) from None
         if described is None:
@@ -205,6 +227,14 @@ class RelayShare:
             count = number - (1 if ending is not None else 0)
             ended = None if ending is None else ending.decode()
         return Mirrored(request_id, found, count, ended)
+
+    async def _described(self, request_id: str) -> tuple[bytes | None, Any]:
+        stream, meta, _owner = self._names(request_id)
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.get(meta)
+            pipe.xrevrange(stream, count=1)
+            described, last = await pipe.execute()
+        return described, last
 
     async def tail(self, request_id: str, after: int) -> AsyncIterator[list[bytes] | str]:
         """The events after event ``after``, in batches, then how it ended: its ending's
@@ -235,7 +265,8 @@ class RelayShare:
                     yield events
                     yield ending.decode()
                     return
-                events.append(fields[_EVENT])
+                batch = _split(fields[_EVENTS])
+                events += batch[len(batch) - (number - last) :]  # those after ``last``
                 last = number
             yield events
 
@@ -243,18 +274,29 @@ class RelayShare:
         """Its first event, if it was mirrored."""
         stream, _meta, _owner = self._names(request_id)
         try:
-            got = _entries(await self._client.xrange(stream, min="0-1", max="0-1"))
+            got = _entries(await self._client.xrange(stream, count=1))
         except (RedisError, OSError) as exc:
             raise _unavailable(exc) from None
-        return None if not got else got[0][1].get(_EVENT)
+        if not got or _EVENTS not in got[0][1]:
+            return None
+        return _split(got[0][1][_EVENTS])[0]
 
     async def stop(self, request_id: str, account_id: str) -> None:
         """Ask every process to stop the stream (its owner does)."""
-        asked = msgspec.msgpack.encode(_Cancel(request_id, account_id))
         try:
-            await self._client.publish(self._channel, asked)
+            await self._ask("stop", request_id, account_id)
         except (RedisError, OSError) as exc:
             raise _unavailable(exc) from None
+
+    async def _ask(self, kind: str, request_id: str, account_id: str) -> None:
+        await self._client.publish(
+            self._channel, msgspec.msgpack.encode(_Asked(kind, request_id, account_id))
+        )
+
+
+def _split(joined: bytes) -> list[bytes]:
+    """A batch's events (each ends with its blank line, as sent)."""
+    return [event + _SEPARATOR for event in joined.split(_SEPARATOR)[:-1]]
 
 
 def _unavailable(exc: BaseException) -> ServiceUnavailableError:

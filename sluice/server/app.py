@@ -172,7 +172,7 @@ class Gateway:
         if self._breakers is not None:
             await self._breakers.start()
         if self._relay_share is not None:
-            self._relay_share.start(self.relays.stop_asked)
+            self._relay_share.start(self.relays)
 
     def stop_draining(self) -> None:
         """Shutting down: a client leaving from now on cancels its upstream call."""

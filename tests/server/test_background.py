@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,14 @@ import pytest
 from openai import AsyncOpenAI, BadRequestError, ConflictError, NotFoundError, RateLimitError
 
 from sluice.server.lifecycle import RunningGateway
+from tests.server.test_anthropic_gateway import config as anthropic_toml
 from tests.server.test_messages_providers import recorded
 from tests.server.test_responses_sdk import summary
 from tests.server.test_wire_golden import PROVIDERS, _reply, aws_environment
+from tests.support import fake_anthropic as anthropic
 from tests.support.accounts import metered_key
 from tests.support.fake_openai import text_stream
-from tests.support.fake_upstream import Cut, FakeUpstream, Reply
+from tests.support.fake_upstream import Cut, FakeUpstream, Pause, Reply
 from tests.support.gateway import openai_connection_toml, running_gateway
 from tests.support.raw_http import RawClient, exchange, get, post
 from tests.support.transcript import FIXTURES
@@ -268,3 +271,64 @@ async def test_a_gateway_that_stops_leaves_it_failed(tmp_path: Path) -> None:
         found = await client.responses.retrieve(made.id)
     assert found.status == "failed" and found.error is not None
     assert found.error.model_dump()["code"] == "server_shutting_down"
+
+
+def anthropic_paced(gap: float) -> Reply:
+    """An Anthropic stream of sixteen pieces with a pause between events."""
+    spaced: list[Any] = []
+    for step in anthropic.text_stream(*[f"p{i} " for i in range(16)]):
+        spaced += [step, Pause(gap)]
+    return Reply.stream(*spaced)
+
+
+async def test_an_anthropic_background_stream_dropped_at_random_folds_the_uncut_answer(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    """The issue's proof: the openai SDK, an Anthropic upstream, the stream dropped at a
+    random sequence number, picked up with ``starting_after``: the events join with
+    none lost or repeated, and the helper folds the answer an uncut request gets."""
+    rng = random.Random(25)
+    fake.queue(anthropic_paced(0.0))
+    async with running_gateway(tmp_path, anthropic_toml(fake)) as gw:
+        assert gw.dev_key is not None
+        async with sdk(gw, gw.dev_key.key) as client:
+            async with client.responses.stream(model="test/claude", input="Hi") as uncut:
+                count = len([event async for event in uncut])
+                whole = await uncut.get_final_response()
+            for _ in range(3):
+                fake.queue(anthropic_paced(0.01))
+                stream = await client.responses.create(
+                    model="test/claude", input="Hi", background=True, stream=True
+                )
+                drop_at = rng.randrange(1, count - 1)  # a sequence number, not the last
+                first: list[Any] = []
+                async for event in stream:
+                    first.append(event)
+                    if event.sequence_number == drop_at:
+                        break
+                await stream.close()
+                made = first[0].response.id
+                rest = await client.responses.retrieve(made, stream=True, starting_after=drop_at)
+                numbers = [e.sequence_number for e in first + [e async for e in rest]]
+                assert numbers == list(range(len(numbers))), drop_at
+                async with client.responses.stream(response_id=made) as helper:
+                    folded = await helper.get_final_response()
+                assert (
+                    folded.output_text == whole.output_text == "".join(f"p{i} " for i in range(16))
+                )
+                assert folded.usage == whole.usage and folded.status == "completed"
+    assert len(fake.requests) == 4  # one upstream call per request, none for a resume
+
+
+async def test_cancel_closes_the_upstream_within_50_ms(tmp_path: Path, fake: FakeUpstream) -> None:
+    fake.queue(anthropic_paced(0.2))
+    async with running_gateway(tmp_path, anthropic_toml(fake)) as gw:
+        assert gw.dev_key is not None
+        async with sdk(gw, gw.dev_key.key) as client:
+            made = await client.responses.create(model="test/claude", input="Hi", background=True)
+            await until(client, made.id, "in_progress")
+            began = asyncio.get_running_loop().time()
+            cancelled = await client.responses.cancel(made.id)
+            await asyncio.wait_for(fake.hung_up.wait(), 2)
+    assert cancelled.status == "cancelled"
+    assert fake.hangups[0] - began < 0.05, fake.hangups[0] - began

@@ -94,8 +94,10 @@ class Proxy:
         return RawClient(reader, writer)
 
 
-def prepare(root: Path, gateway_ports: list[int]) -> Proxy:
-    """A CA and a certificate for 127.0.0.1, the rendered site file and its nginx.conf."""
+def prepare(root: Path, gateway_ports: list[int], *, served_by: bool = False) -> Proxy:
+    """A CA and a certificate for 127.0.0.1, the rendered site file and its nginx.conf;
+    ``served_by``: each answer names the replica that served it (``X-Served-By``), for
+    a test that must know (the deployed file has no such header)."""
     ca = trustme.CA()
     issued = ca.issue_cert("127.0.0.1")
     cert, key = root / "cert.pem", root / "key.pem"
@@ -103,6 +105,10 @@ def prepare(root: Path, gateway_ports: list[int]) -> Proxy:
     issued.private_key_pem.write_to_path(key)
     port = free_port()
     site = render(CONF.read_text(), gateway_ports=gateway_ports, port=port, cert=cert, key=key)
+    if served_by:
+        site = site.replace(
+            "location / {", "location / {\n        add_header X-Served-By $upstream_addr always;", 1
+        )
     (root / "sluice.conf").write_text(site)
     (root / "nginx.conf").write_text(MAIN.format(root=root))
     return Proxy(port, ca)
@@ -126,10 +132,12 @@ async def wait_listening(port: int, proc: asyncio.subprocess.Process, root: Path
 
 
 @asynccontextmanager
-async def nginx_in_front(root: Path, *gateway_ports: int) -> AsyncIterator[Proxy]:
+async def nginx_in_front(
+    root: Path, *gateway_ports: int, served_by: bool = False
+) -> AsyncIterator[Proxy]:
     """The real nginx, running deploy/nginx/sluice.conf in front of these replicas."""
     binary = nginx_binary()
-    proxy = prepare(root, list(gateway_ports))
+    proxy = prepare(root, list(gateway_ports), served_by=served_by)
     proc = await asyncio.create_subprocess_exec(
         binary,
         "-p",
