@@ -119,11 +119,12 @@ class RelayShare:
 
     # --- the owner ------------------------------------------------------------------
 
-    def mirror(self, relay: Relay, retention: float) -> None:
+    def mirror(self, relay: Relay, retention: float) -> asyncio.Task[None]:
         """Mirror ``relay`` until it ends (a task of its own, off the response path)."""
         task = asyncio.get_running_loop().create_task(self._mirror(relay, retention))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _mirror(self, relay: Relay, retention: float) -> None:
         names = self._names(relay.request_id)
