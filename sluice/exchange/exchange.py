@@ -45,6 +45,7 @@ from sluice.metering.charges import hold_amount, priced_plan, resolve_rate
 from sluice.routing.attempts import AttemptRecord, TryStarted
 from sluice.routing.capabilities import capable_plan, extra_fields
 from sluice.routing.plan import Planner
+from sluice.routing.router import circuit_of
 from sluice.storage.base import RequestRecord
 from sluice.wire.chat import ChatRequest
 
@@ -264,6 +265,8 @@ class Exchange:
                 else (served.target.model_id, served.target.connection.provider),
             )
         duration = services.clock() - state.started
+        if state.completed and state.req.stream is True and tokens is not None:
+            self._timed(state, tokens.completion_tokens, duration)
         self.record = request_record(
             state,
             http_status=status,
@@ -280,6 +283,12 @@ class Exchange:
         if self.trace is not None:
             self.trace.end(self.record, state)
         services.tasks.finished(state.request_id, state.principal.account_id)
+
+    def _timed(self, state: ExchangeState, tokens: int, duration: float) -> None:
+        """A stream read whole on a ``fastest`` model: its pace feeds the estimates."""
+        served, first = state.attempt, state.first_token
+        if served is not None and served.model.fastest and first is not None:
+            self.services.router.speeds.streamed(circuit_of(served), tokens, duration - first)
 
     def _live_record(self) -> RequestRecord:
         """The request-log row so far, for ``GET /v1/requests/{id}`` while it runs."""

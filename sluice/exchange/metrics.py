@@ -29,7 +29,7 @@ from sluice.exchange.metric_series import Families
 from sluice.exchange.tasks import Tasks
 from sluice.routing.attempts import AttemptRecord
 from sluice.routing.breaker import Breaker, Circuit, State
-from sluice.routing.speeds import Speeds
+from sluice.routing.speeds import Estimate, Speeds
 from sluice.storage.base import RequestRecord
 
 _log = logging.getLogger("sluice.server")
@@ -73,7 +73,7 @@ class _Now(Collector):
         breakers: dict[str, float],
         running: tuple[int, int] | None,
         holds: tuple[int, int] | None,
-        estimates: dict[Circuit, float],
+        estimates: dict[Circuit, Estimate],
     ) -> None:
         self._breakers = breakers
         self._running = running
@@ -96,9 +96,19 @@ class _Now(Collector):
             'traffic (models with balance = "fastest").',
             labels=["connection", "model"],
         )
-        for (connection, model), seconds in sorted(self._estimates.items()):
-            estimate.add_metric([connection, model], seconds)
+        rate = GaugeMetricFamily(
+            "sluice_tokens_per_second_estimate",
+            "Moving estimate of output tokens per second after the first event per "
+            'connection and model, from streams read whole (balance = "fastest").',
+            labels=["connection", "model"],
+        )
+        for (connection, model), found in sorted(self._estimates.items()):
+            if found.ttft is not None:
+                estimate.add_metric([connection, model], found.ttft)
+            if found.rate is not None:
+                rate.add_metric([connection, model], found.rate)
         yield estimate
+        yield rate
         if self._running is not None:
             requests, drains = self._running
             yield GaugeMetricFamily(

@@ -2,7 +2,7 @@
 
 Positions keep the plan's order. Within one position, the connections of a weighted
 model are drawn by weight (:func:`sluice.routing.policy.weighted_order`) for every call,
-a fastest model's are tried quickest first (:class:`sluice.routing.speeds.Speeds`); any
+a fastest model's are tried soonest expected end first (:class:`sluice.routing.speeds.Speeds`); any
 other model's connections keep their configured order.
 """
 
@@ -16,9 +16,11 @@ from sluice.routing.policy import weighted_order
 from sluice.routing.speeds import Speeds
 
 
-def ordered_attempts(plan: Plan, rng: Random, speeds: Speeds) -> Sequence[Attempt]:
+def ordered_attempts(
+    plan: Plan, rng: Random, speeds: Speeds, ceiling: int | None = None
+) -> Sequence[Attempt]:
     """The plan's attempts, connections of a weighted model drawn by weight, of a
-    fastest model quickest first."""
+    fastest model soonest expected end first (for at most ``ceiling`` output tokens)."""
     if not any(a.model.weighted or a.model.fastest for a in plan.attempts):
         return plan.attempts
     out: list[Attempt] = []
@@ -28,7 +30,7 @@ def ordered_attempts(plan: Plan, rng: Random, speeds: Speeds) -> Sequence[Attemp
             out.extend(weighted_order(group, weights, rng))
         elif len(group) > 1 and group[0].model.fastest:
             circuits = [(a.target.connection.id, a.target.model_id) for a in group]
-            out.extend(speeds.fastest_first(group, circuits, rng))
+            out.extend(speeds.fastest_first(group, circuits, rng, ceiling))
         else:
             out.extend(group)
     return out

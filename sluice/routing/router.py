@@ -99,9 +99,10 @@ class Router:
             opening = self._caller.open_stream(req, attempt, fresh, try_headers(traced, records))
             return self._timed(attempt, opening) if attempt.model.fastest else opening
 
+        ceiling = req.output_ceiling
         if plan.hedged:
-            return await self._hedged(plan, self.ordered(plan), records, once)
-        return await self._run(plan, records, once)
+            return await self._hedged(plan, self.ordered(plan, ceiling), records, once)
+        return await self._run(plan, records, once, ceiling=ceiling)
 
     async def _timed(self, attempt: Attempt, opening: Awaitable[UpstreamStream]) -> UpstreamStream:
         """An attempt of a fastest model: its time to first event feeds its estimate."""
@@ -125,7 +126,7 @@ class Router:
         def once(attempt: Attempt, fresh: bool) -> Awaitable[Completed]:
             return self._caller.complete(req, attempt, fresh, try_headers(traced, records))
 
-        return await self._run(plan, records, once, in_flight)
+        return await self._run(plan, records, once, in_flight, ceiling=req.output_ceiling)
 
     async def embed(
         self,
@@ -152,7 +153,7 @@ class Router:
         now = self._clock()
         closed = (
             a.target
-            for a in self.ordered(plan)
+            for a in self.ordered(plan, req.output_ceiling)
             if self.breaker.state(circuit_of(a), now) is State.CLOSED
         )
         target = next(closed, None)
@@ -161,9 +162,10 @@ class Router:
         count = await self._caller.count_tokens(req, target)
         return None if count is None else (count, target)
 
-    def ordered(self, plan: Plan) -> Sequence[Attempt]:
-        """The plan's attempts in the order this call tries them."""
-        return ordered_attempts(plan, self._rng, self.speeds)
+    def ordered(self, plan: Plan, ceiling: int | None = None) -> Sequence[Attempt]:
+        """The plan's attempts in the order a call for at most ``ceiling`` output
+        tokens tries them."""
+        return ordered_attempts(plan, self._rng, self.speeds, ceiling)
 
     async def _run(
         self,
@@ -171,13 +173,15 @@ class Router:
         records: list[AttemptRecord],
         once: Callable[[Attempt, bool], Awaitable[_T]],
         in_flight: InFlight | None = None,
+        *,
+        ceiling: int | None = None,
     ) -> _T:
         """Each try is recorded and counts for the breaker; a request that certainly
         never reached its upstream is tried once more, on a fresh connection
         (``once(attempt, fresh)``), before the next attempt."""
         last: ApiError | None = None
         skipped: list[Attempt] = []
-        tries = deque((attempt, False) for attempt in self.ordered(plan))
+        tries = deque((attempt, False) for attempt in self.ordered(plan, ceiling))
         while tries:
             attempt, fresh = tries.popleft()
             if in_flight is not None and in_flight.stopped and last is not None:

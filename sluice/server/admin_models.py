@@ -12,6 +12,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from sluice.exchange.heads import JSON
+from sluice.routing.router import circuit_of
 from sluice.server.admin import authorize
 from sluice.server.models import model_entry
 from sluice.wire.chunks import ModelPricing
@@ -42,6 +43,8 @@ class TargetView(msgspec.Struct, kw_only=True):
     """The (connection, model) circuit: ``closed``, ``half_open`` or ``open``."""
     ttft_estimate_ms: float | None
     """The moving estimate of its time to first event (a ``fastest`` model's), if any."""
+    tokens_per_second_estimate: float | None
+    """The moving estimate of its output tokens per second (a ``fastest`` model's)."""
 
 
 class ModelView(msgspec.Struct, kw_only=True):
@@ -67,8 +70,9 @@ def _targets(plan: Plan, breaker: Breaker, speeds: Speeds, now: float) -> list[T
             provider=a.target.connection.provider,
             native=a.target.native_model,
             fallback=a.fallback,
-            breaker=breaker.state((a.target.connection.id, a.target.model_id), now).value,
-            ttft_estimate_ms=_ms(speeds.estimate((a.target.connection.id, a.target.model_id))),
+            breaker=breaker.state(circuit_of(a), now).value,
+            ttft_estimate_ms=_ms(speeds.estimate(circuit_of(a))),
+            tokens_per_second_estimate=_rounded(speeds.rate(circuit_of(a))),
         )
         for a in plan.attempts
     ]
@@ -100,3 +104,7 @@ async def model_views(gw: GatewayContext, call: Call) -> None:
 
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 1)
+
+
+def _rounded(rate: float | None) -> float | None:
+    return None if rate is None else round(rate, 1)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import msgspec
 
@@ -38,7 +38,6 @@ from sluice.exchange.services import Services
 from sluice.exchange.tenants import Tenants
 from sluice.frontdoors.responses.memory import ResponseMemory
 from sluice.ids import IdFactory
-from sluice.routing.breaker_share import BreakerShare
 from sluice.routing.catalog import Catalog
 from sluice.server import request_list, spend_report
 from sluice.server.auth import Authenticator, credentials
@@ -79,6 +78,14 @@ _QUICK = frozenset(
 )
 
 
+class Shared(Protocol):
+    """What this process shares with the others on one Redis (circuits, estimates)."""
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
 class Gateway:
     """Built by :func:`~sluice.server.compose.create_app`; holds what endpoints need
     (:class:`~.context.GatewayContext`, what they see of it). ``current`` is the
@@ -91,7 +98,7 @@ class Gateway:
         reloader: Reloader | None,
         store: Store,
         transport: Transport,
-        breakers: BreakerShare | None = None,
+        shares: Sequence[Shared] = (),
         relay_share: RelayShare | None = None,
         vault: Vault | None,
         seal: AccountSeal,
@@ -104,7 +111,7 @@ class Gateway:
         self.reloader = reloader
         self.store = store
         self.transport = transport
-        self._breakers = breakers
+        self._shares = tuple(shares)
         self._relay_share = relay_share
         self.vault = vault
         self.new_id = new_id
@@ -169,8 +176,8 @@ class Gateway:
         await self.transport.start()
         self.services.log.start()
         self.services.meter.start()
-        if self._breakers is not None:
-            await self._breakers.start()
+        for share in self._shares:
+            await share.start()
         if self._relay_share is not None:
             self._relay_share.start(self.relays)
 
@@ -184,8 +191,8 @@ class Gateway:
         services.repeats.close()  # the counts still waiting to be written
         await self.transport.close()
         await services.limiter.close()
-        if self._breakers is not None:
-            await self._breakers.close()
+        for share in self._shares:
+            await share.close()
         if self._relay_share is not None:
             await self._relay_share.close()
         await services.log.close()

@@ -36,6 +36,7 @@ from sluice.routing.breaker_share import BreakerShare
 from sluice.routing.catalog import Catalog
 from sluice.routing.references import check_references
 from sluice.routing.router import Router
+from sluice.routing.speed_share import SpeedShare
 from sluice.routing.speeds import Speeds
 from sluice.server.app import Gateway
 from sluice.server.generation import Generation
@@ -82,16 +83,15 @@ class _Lasting:
             routing.breaker_failures, routing.breaker_cooldown, routing.max_retry_after
         )
         self.speeds = Speeds()
-        self.breaker_share = None
-        if settings.limits.redis_url:
-            self.breaker_share = BreakerShare.from_url(
-                settings.limits.redis_url, settings.limits.key_prefix, self.breaker, clock
-            )
-            self.breaker.on_open = self.breaker_share.opened
+        self.routing_shares: list[BreakerShare | SpeedShare] = []
         self.relay_share = None
-        redis_url = settings.limits.redis_url
+        redis_url, prefix = settings.limits.redis_url, settings.limits.key_prefix
         if redis_url:
-            self.relay_share = RelayShare.from_url(redis_url, settings.limits.key_prefix)
+            breakers = BreakerShare.from_url(redis_url, prefix, self.breaker, clock)
+            self.breaker.on_open = breakers.opened
+            speeds = SpeedShare.from_url(redis_url, prefix, self.speeds)
+            self.routing_shares = [breakers, speeds]
+            self.relay_share = RelayShare.from_url(redis_url, prefix)
         escrow = None
         if metering.reserve:
             escrow = Escrow(
@@ -200,7 +200,7 @@ def create_app(
         reloader=None if source is None else Reloader(source, build),
         store=store,
         transport=lasting.transport,
-        breakers=lasting.breaker_share,
+        shares=lasting.routing_shares,
         relay_share=lasting.relay_share,
         vault=lasting.vault,
         seal=lasting.seal,

@@ -80,10 +80,10 @@ function price(pricing) {
   return pricing ? `$${pricing.input} / $${pricing.output}` : "unpriced";
 }
 
-/** The targets in order: `primary conn_a (model-a)`, a fallback marked, an open circuit flagged. */
+/** The targets in order: `primary conn_a (model-a)`, a fallback marked, an open circuit flagged, a fastest model's estimates. */
 function targets(list) {
   const items = list.map((t) => el(
-    "li", `${t.position} ${t.connection} → ${t.native}${t.fallback ? " (fallback)" : ""}${t.breaker === "closed" ? "" : ` [${t.breaker}]`}${t.ttft_estimate_ms == null ? "" : `, ~${Math.round(t.ttft_estimate_ms)} ms to first token`}`,
+    "li", `${t.position} ${t.connection} → ${t.native}${t.fallback ? " (fallback)" : ""}${t.breaker === "closed" ? "" : ` [${t.breaker}]`}${t.ttft_estimate_ms == null ? "" : `, ~${Math.round(t.ttft_estimate_ms)} ms to first token`}${t.tokens_per_second_estimate == null ? "" : `, ~${Math.round(t.tokens_per_second_estimate)} tokens/s`}`,
     { class: `breaker-${t.breaker}` },
   ));
   return el("ol", null, { class: "targets" }, ...items);
