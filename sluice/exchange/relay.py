@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from sluice.config import StreamsConfig
@@ -169,13 +170,23 @@ class Relays:
 
     def wanted(self, request_id: str, account_id: str) -> None:
         """Another process asks for a stream: mirrored from its start if this one runs
-        it (or still keeps it), once."""
+        it (or still keeps it), once. The mirror counts as a reader (one elsewhere
+        may read it for longer than the retention) until it holds the end; one that
+        failed may be asked for again."""
         relay = self._by_id.get(request_id)
         if relay is None or relay.account_id != account_id or relay.mirrored:
             return
         if self.share is not None:
             relay.mirrored = True
-            self.share.mirror(relay, relay.retention)
+            self.reading(relay)
+            mirroring = self.share.mirror(relay, relay.retention)
+            mirroring.add_done_callback(partial(self._mirror_ended, relay))
+
+    def _mirror_ended(self, relay: Relay, mirroring: asyncio.Task[bool]) -> None:
+        relay.mirrored = not mirroring.cancelled() and mirroring.result()
+        relay.readers -= 1
+        if relay.readers == 0 and relay.ended is None and relay.timer is None:
+            self._alone(relay)
 
     def stop_asked(self, request_id: str, account_id: str) -> None:
         """A stop asked on another process: this one stops the stream if it runs it."""
@@ -207,7 +218,7 @@ class Relays:
         alone = self._running_alone.get(relay.account_id, 0)
         if relay.readers == 1 and alone >= config.resume_per_account:
             return False
-        self.left(relay, config)
+        self.left(relay)
         return True
 
     def reading(self, relay: Relay) -> None:
@@ -218,14 +229,18 @@ class Relays:
             self._count(relay.account_id, -1)
         relay.readers += 1
 
-    def left(self, relay: Relay, config: StreamsConfig) -> None:
+    def left(self, relay: Relay) -> None:
         """A reader stopped reading (its first client, or a reconnect); nobody else
         does: counted as running alone, given up after the retention."""
         relay.readers -= 1
         if relay.readers == 0 and relay.ended is None and relay.timer is None:
-            self._count(relay.account_id, 1)
-            loop = asyncio.get_running_loop()
-            relay.timer = loop.call_later(config.resume_retention, self._abandon, relay)
+            self._alone(relay)
+
+    def _alone(self, relay: Relay) -> None:
+        """Nobody reads it: counted as running alone, given up after its retention."""
+        self._count(relay.account_id, 1)
+        loop = asyncio.get_running_loop()
+        relay.timer = loop.call_later(relay.retention, self._abandon, relay)
 
     def ended(self, relay: Relay, config: StreamsConfig, *, delivered: bool) -> None:
         """The stream ended (it was finished first): kept ``resume_retention`` seconds

@@ -8,17 +8,18 @@ hold a stream publishes a *want* on ``<prefix>relay-ask``, and the process runni
 (its owner) starts mirroring it then, from its first event, into a Redis stream
 ``<prefix>relay:<id>``: one entry per batch of events (entry ``0-n`` ends with event
 ``n``), at most one batch every :data:`BATCH_GAP` seconds, off the response path; a
-last entry holding ``end`` says how the stream ended. Beside it a hash
-``<prefix>relaymeta:<id>`` (its account, headers, keep-alive) and a key
-``<prefix>relayowner:<id>`` the owner refreshes while the stream runs. A stream that
-outgrows ``resume_max_bytes`` ends its mirror too (``overflowed``). Every key expires
-``resume_retention`` seconds after the last write.
+last entry holding ``end`` says how the stream ended. Beside it a key
+``<prefix>relaymeta:<id>`` (its account, headers, keep-alive; written with the first
+batch) and a key ``<prefix>relayowner:<id>`` the owner refreshes while the stream
+runs. A stream that outgrows ``resume_max_bytes`` ends its mirror too
+(``overflowed``). Every key expires ``resume_retention`` seconds after the last write.
 
 The asker reads it there: the events after the one asked for, then blocking reads for
 the tail, until ``end``. If the owner's key expires with no ``end`` (the owner died,
 :data:`OWNER_TTL` seconds after its last refresh), the reader's response ends cut, as
 the stream did. A stop asked elsewhere is published on the same channel; the owner
-stops the stream as if asked itself.
+stops the stream as if asked itself, and the asker answers once the mirror's ``end``
+says so (503 when it does not in :data:`STOP_WAIT` seconds).
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 from redis.asyncio import Redis
@@ -44,11 +46,14 @@ OWNER_TTL = 5.0
 """Seconds the owner's key outlives its last refresh (refreshed every second)."""
 WANT_WAIT = 1.0
 """Seconds an asker waits for the owner to start a stream's mirror."""
+STOP_WAIT = 2.0
+"""Seconds an asker waits for the owner to end a stream it asked to stop."""
 _BLOCK_MS = 1000
 _EVENTS = b"e"
-_COUNT = b"n"
 _END = b"end"
 _SEPARATOR = b"\n\n"
+_REQUEST_ID = re.compile(r"req_[0-9A-Za-z_]{1,64}")
+"""What a request id may look like: nothing else reaches Redis's key names."""
 
 
 def _entries(raw: Any) -> list[tuple[int, dict[bytes, bytes]]]:
@@ -57,6 +62,8 @@ def _entries(raw: Any) -> list[tuple[int, dict[bytes, bytes]]]:
 
 
 class _Meta(msgspec.Struct, array_like=True, frozen=True):
+    """What a reader elsewhere needs besides the events: whose it is, how it began."""
+
     account_id: str
     headers: list[tuple[str, str]]
     keepalive: bytes
@@ -96,52 +103,66 @@ class Mirrored:
         """How it ended, once its mirror says so."""
 
 
-class RelayShare:
-    """Owns ``client``. ``start`` listens for stops asked elsewhere (``stop`` applies
-    them to this process's streams)."""
+class _Names(NamedTuple):
+    """One stream's keys."""
 
-    def __init__(self, client: Redis, prefix: str) -> None:
+    stream: str
+    meta: str
+    owner: str
+
+
+class RelayShare:
+    """Owns ``client`` (commands) and ``listener`` (the subscription, which waits for
+    messages without a read timeout). ``start`` hears what other processes ask of this
+    one's streams; ``find``, ``tail``, ``stop`` ask them of another's."""
+
+    def __init__(self, client: Redis, listener: Redis, prefix: str) -> None:
         self._client = client
+        self._listener = listener
         self._prefix = prefix
         self._channel = f"{prefix}relay-ask"
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[bool]] = set()
         self._listening: asyncio.Task[None] | None = None
         self._failing = False
 
     @classmethod
     def from_url(cls, url: str, prefix: str) -> RelayShare:
-        client = Redis.from_url(url, socket_connect_timeout=1.0, health_check_interval=30)
-        return cls(client, prefix)
+        # A command's read timeout above the blocking read's second, so a Redis that
+        # stops answering is a 503, not a hung request.
+        client = Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=3.0)
+        listener = Redis.from_url(url, socket_connect_timeout=1.0, health_check_interval=30)
+        return cls(client, listener, prefix)
 
-    def _names(self, request_id: str) -> tuple[str, str, str]:
+    def _names(self, request_id: str) -> _Names:
         p = self._prefix
-        return f"{p}relay:{request_id}", f"{p}relaymeta:{request_id}", f"{p}relayowner:{request_id}"
+        return _Names(
+            f"{p}relay:{request_id}", f"{p}relaymeta:{request_id}", f"{p}relayowner:{request_id}"
+        )
 
     # --- the owner ------------------------------------------------------------------
 
-    def mirror(self, relay: Relay, retention: float) -> asyncio.Task[None]:
-        """Mirror ``relay`` until it ends (a task of its own, off the response path)."""
+    def mirror(self, relay: Relay, retention: float) -> asyncio.Task[bool]:
+        """Mirror ``relay`` until it ends (a task of its own, off the response path);
+        the task's result says whether the mirror holds its end (False: Redis failed)."""
         task = asyncio.get_running_loop().create_task(self._mirror(relay, retention))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _mirror(self, relay: Relay, retention: float) -> None:
+    async def _mirror(self, relay: Relay, retention: float) -> bool:
         names = self._names(relay.request_id)
         keep = max(1, int(retention))
+        about = _Meta(relay.account_id, relay.headers, relay.keepalive, relay.opening)
+        described: bytes | None = msgspec.msgpack.encode(about)
         try:
-            about = _Meta(relay.account_id, relay.headers, relay.keepalive, relay.opening)
-            async with self._client.pipeline(transaction=False) as pipe:
-                pipe.set(names[1], msgspec.msgpack.encode(about), ex=keep)
-                pipe.set(names[2], b"1", px=int(OWNER_TTL * 1000))
-                await pipe.execute()
-            self._failing = False
             sent = 0
             while True:
                 changed = relay.signal()  # taken before reading: no event slips between
-                sent = await self._write(relay, names, keep, sent)
+                sent = await self._write(relay, names, keep, sent, described)
+                described = None
+                self._failing = False
                 if sent < 0:
-                    return
+                    return True
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), 1.0)
                 await asyncio.sleep(BATCH_GAP)
@@ -149,42 +170,49 @@ class RelayShare:
             if not self._failing:  # once per outage, not once per stream
                 self._failing = True
                 _log.warning("streams are not shared (Redis: %s), from %s", exc, relay.request_id)
+            return False
 
-    async def _write(self, relay: Relay, names: tuple[str, str, str], keep: int, sent: int) -> int:
-        """The events after the ``sent`` first, and the end if it came, in one pipeline;
-        how many are mirrored now (-1 once the end is)."""
-        stream, meta, owner = names
+    async def _write(
+        self, relay: Relay, names: _Names, keep: int, sent: int, described: bytes | None
+    ) -> int:
+        """The events after the ``sent`` first, and the end if it came, in one pipeline
+        (the first also clears what an earlier, failed mirror left and writes the
+        description); how many are mirrored now (-1 once the end is)."""
         events = [] if relay.overflowed else relay.after(sent)
         ending: str | None = "overflowed" if relay.overflowed else relay.ended
         async with self._client.pipeline(transaction=False) as pipe:
+            if described is not None:
+                pipe.delete(names.stream)
+                pipe.set(names.meta, described, ex=keep)
             if events:
                 sent += len(events)
-                batch = {_EVENTS: b"".join(events), _COUNT: len(events)}
-                pipe.xadd(stream, batch, id=f"0-{sent}")  # type: ignore[arg-type]
+                pipe.xadd(names.stream, {_EVENTS: b"".join(events)}, id=f"0-{sent}")
             if ending is not None:
-                pipe.xadd(stream, {_END: ending.encode()}, id=f"0-{sent + 1}")
-                pipe.delete(owner)
+                pipe.xadd(names.stream, {_END: ending.encode()}, id=f"0-{sent + 1}")
+                pipe.delete(names.owner)
             else:
-                pipe.set(owner, b"1", px=int(OWNER_TTL * 1000))
-            pipe.expire(stream, keep)
-            pipe.expire(meta, keep)
+                pipe.set(names.owner, b"1", px=int(OWNER_TTL * 1000))
+            pipe.expire(names.stream, keep)
+            pipe.expire(names.meta, keep)
             await pipe.execute()
         return -1 if ending is not None else sent
 
     async def listen(self, owner: Owner) -> None:
         """Tell ``owner`` every stop and want asked elsewhere, reconnecting after an
-        outage."""
+        outage (said in the log once per outage); a message that is not ours is skipped."""
+        deaf = False
         while True:
             try:
-                async with self._client.pubsub() as pubsub:
+                async with self._listener.pubsub() as pubsub:
                     await pubsub.subscribe(self._channel)
+                    deaf = False
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
-                            asked = msgspec.msgpack.decode(message["data"], type=_Asked)
-                            told = owner.stop_asked if asked.kind == "stop" else owner.wanted
-                            told(asked.request_id, asked.account_id)
-            except (RedisError, OSError, msgspec.DecodeError) as exc:
-                _log.warning("asks from other processes are not heard (Redis: %s)", exc)
+                            _tell(owner, message["data"])
+            except (RedisError, OSError) as exc:
+                if not deaf:
+                    _log.warning("asks from other processes are not heard (Redis: %s)", exc)
+                deaf = True
                 await asyncio.sleep(1.0)
 
     def start(self, owner: Owner) -> None:
@@ -201,39 +229,42 @@ class RelayShare:
             with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
                 await task
         await self._client.aclose()
+        await self._listener.aclose()
 
     # --- any other process ----------------------------------------------------------
 
     async def find(self, request_id: str, account_id: str) -> Mirrored | None:
         """The account's stream as mirrored; None when there is none (or another's)."""
+        if not _REQUEST_ID.fullmatch(request_id):
+            return None
         try:
             described, last = await self._described(request_id)
             if described is None:  # nobody asked for it yet: ask its owner to mirror it
                 await self._ask("want", request_id, account_id)
                 loop = asyncio.get_running_loop()
-                deadline = loop.time() + WANT_WAIT
+                deadline, pause = loop.time() + WANT_WAIT, 0.01
                 while described is None and loop.time() < deadline:
-                    await asyncio.sleep(0.02)
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, 0.2)
                     described, last = await self._described(request_id)
         except (RedisError, OSError) as exc:
             raise _unavailable(exc) from None
         if described is None:
             return None
-        found = msgspec.msgpack.decode(described, type=_Meta)
+        try:
+            found = msgspec.msgpack.decode(described, type=_Meta)
+        except msgspec.DecodeError:
+            return None
         if found.account_id != account_id:
             return None
-        count, ended = 0, None
-        for number, fields in _entries(last):
-            ending = fields.get(_END)
-            count = number - (1 if ending is not None else 0)
-            ended = None if ending is None else ending.decode()
+        count, ended = _standing(last)
         return Mirrored(request_id, found, count, ended)
 
     async def _described(self, request_id: str) -> tuple[bytes | None, Any]:
-        stream, meta, _owner = self._names(request_id)
+        names = self._names(request_id)
         async with self._client.pipeline(transaction=False) as pipe:
-            pipe.get(meta)
-            pipe.xrevrange(stream, count=1)
+            pipe.get(names.meta)
+            pipe.xrevrange(names.stream, count=1)
             described, last = await pipe.execute()
         return described, last
 
@@ -248,7 +279,8 @@ class RelayShare:
             yield "lost"
 
     async def _tail(self, request_id: str, after: int) -> AsyncIterator[list[bytes] | str]:
-        stream, _meta, owner = self._names(request_id)
+        names = self._names(request_id)
+        stream, owner = names.stream, names.owner
         last = after
         while True:
             got: Any = await self._client.xread({stream: f"0-{last}"}, count=500, block=_BLOCK_MS)
@@ -273,26 +305,64 @@ class RelayShare:
 
     async def first(self, request_id: str) -> bytes | None:
         """Its first event, if it was mirrored."""
-        stream, _meta, _owner = self._names(request_id)
         try:
-            got = _entries(await self._client.xrange(stream, count=1))
+            got = _entries(await self._client.xrange(self._names(request_id).stream, count=1))
         except (RedisError, OSError) as exc:
             raise _unavailable(exc) from None
         if not got or _EVENTS not in got[0][1]:
             return None
         return _split(got[0][1][_EVENTS])[0]
 
-    async def stop(self, request_id: str, account_id: str) -> None:
-        """Ask every process to stop the stream (its owner does)."""
+    async def stop(self, request_id: str, account_id: str) -> tuple[str, int]:
+        """Ask every process to stop the stream (its owner does), then how it ended and
+        its events, once its mirror says so: ``cancelled``, or the ending it reached
+        first; ``lost`` when its owner is gone. 503 when neither comes in time."""
+        names = self._names(request_id)
         try:
             await self._ask("stop", request_id, account_id)
+            loop = asyncio.get_running_loop()
+            deadline, pause = loop.time() + STOP_WAIT, 0.005
+            while loop.time() < deadline:
+                async with self._client.pipeline(transaction=False) as pipe:
+                    pipe.xrevrange(names.stream, count=1)
+                    pipe.exists(names.owner)
+                    last, running = await pipe.execute()
+                count, ended = _standing(last)
+                if ended is not None or not running:
+                    return ended or "lost", count
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.1)
         except (RedisError, OSError) as exc:
             raise _unavailable(exc) from None
+        raise ServiceUnavailableError(
+            f"The process running stream {request_id} did not confirm the stop in time.",
+            code="relay_unavailable",
+        )
 
     async def _ask(self, kind: str, request_id: str, account_id: str) -> None:
         await self._client.publish(
             self._channel, msgspec.msgpack.encode(_Asked(kind, request_id, account_id))
         )
+
+
+def _standing(last: Any) -> tuple[int, str | None]:
+    """A mirror's events so far and its ending (None while it runs), from its last entry."""
+    count, ended = 0, None
+    for number, fields in _entries(last):
+        ending = fields.get(_END)
+        count = number - (1 if ending is not None else 0)
+        ended = None if ending is None else ending.decode()
+    return count, ended
+
+
+def _tell(owner: Owner, data: Any) -> None:
+    """One ask heard on the channel, told to ``owner``."""
+    try:
+        asked = msgspec.msgpack.decode(data, type=_Asked)
+    except (msgspec.DecodeError, TypeError):
+        return
+    told = owner.stop_asked if asked.kind == "stop" else owner.wanted
+    told(asked.request_id, asked.account_id)
 
 
 def _split(joined: bytes) -> list[bytes]:

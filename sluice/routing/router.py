@@ -109,7 +109,11 @@ class Router:
         started = self._clock()
         try:
             stream = await opening
-        except BaseException:  # failed, timed out, lost a hedge: at least this slow
+        except ApiError as err:
+            if err.failover:  # the connection failed it (a bad request is no news)
+                self.speeds.failed(circuit_of(attempt), self._clock() - started)
+            raise
+        except BaseException:  # lost a hedge, cancelled: at least this slow
             self.speeds.no_sooner_than(circuit_of(attempt), self._clock() - started)
             raise
         self.speeds.opened(circuit_of(attempt), self._clock() - started)

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import math
-import os
+import secrets
 from collections.abc import Iterable
 
 import msgspec
@@ -61,7 +61,7 @@ class SpeedShare:
         self._members = f"{prefix}speeds"
         self._keys = f"{prefix}speeds:"
         self._speeds = speeds
-        self._origin = f"{os.getpid()}:{id(self)}"
+        self._origin = secrets.token_hex(8)  # PIDs repeat across containers
         self._task: asyncio.Task[None] | None = None
         self._failing = False
 
@@ -101,9 +101,11 @@ class SpeedShare:
         async with self._client.pipeline(transaction=False) as pipe:
             pipe.set(self._keys + self._origin, _ENCODER.encode(own), px=int(KEPT * 1000))
             pipe.sadd(self._members, self._origin)
+            pipe.expire(self._members, int(KEPT * 6))  # gone with the last process
             pipe.smembers(self._members)
             *_, members = await pipe.execute()
-        others = sorted(m.decode() for m in members if m.decode() != self._origin)
+        listed = (m.decode("utf-8", "replace") for m in members)
+        others = sorted(m for m in listed if m != self._origin)
         if not others:
             self._speeds.share({})
             return

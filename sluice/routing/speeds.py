@@ -2,9 +2,10 @@
 ``balance = "fastest"`` (docs/api.md#the-fastest-connection-first).
 
 Per circuit, two moving averages: time to first event (an attempt that opened adds
-its time; one that ended without, failed, timed out or lost a hedge, its time so far
-when that is longer) and, from streams read whole, output tokens per second after the
-first event; per model, a third: the answer's length in output tokens. A fastest
+its time, one that failed :data:`FAILED` seconds or its time if longer, one that lost
+a hedge or was cancelled its time so far when that is longer) and, from streams read
+whole, output tokens per second after the first event; per model, a third: the
+answer's length in output tokens. A fastest
 model's connections are tried soonest expected end first: the time to first event,
 plus, once every one of them has a rate, the expected length (the model's average, at
 most the request's own output cap) over its rate; short answers go to the quickest to
@@ -31,6 +32,8 @@ EXPLORE = 0.05
 """The share of calls whose connections are tried in a random order."""
 RATE_TOKENS = 16
 """Fewer output tokens than this say too little about a rate to count."""
+FAILED = 5.0
+"""Seconds to first event a failed attempt counts as (its own time when longer)."""
 
 _T = TypeVar("_T")
 
@@ -48,6 +51,8 @@ def _moved(known: float | None, value: float) -> float:
 
 
 class Speeds:
+    """The moving averages of this process, and the other processes' as last told."""
+
     __slots__ = ("_lengths", "_others", "_others_lengths", "_own")
 
     def __init__(self) -> None:
@@ -69,6 +74,11 @@ class Speeds:
         known = self._own.get(circuit, Estimate()).ttft
         if known is None or seconds > known:
             self.opened(circuit, seconds)
+
+    def failed(self, circuit: Circuit, seconds: float) -> None:
+        """An attempt on ``circuit`` failed after ``seconds``: counted as :data:`FAILED`
+        seconds at least, so a connection that fails fast does not look fast."""
+        self.opened(circuit, max(seconds, FAILED))
 
     def streamed(self, circuit: Circuit, tokens: int, seconds: float) -> None:
         """A stream on ``circuit`` was read whole: ``tokens`` output tokens in the

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from msgspec import Raw
 
-from sluice.errors import InvalidRequestError, RateLimitError, ShuttingDownError
+from sluice.errors import InternalError, RateLimitError, ShuttingDownError
 from sluice.exchange.exchange import Exchange
 from sluice.exchange.heads import JSON
 from sluice.exchange.ports import Headers
@@ -98,7 +98,8 @@ class Backgrounds:
         self._per_account: dict[str, int] = {}
 
     @staticmethod
-    def wanted(req: ChatRequest) -> bool:
+    def asked_for(req: ChatRequest) -> bool:
+        """Does ``req`` ask to run in the background (``background: true``)?"""
         native = req.native
         if not isinstance(native, NativeFields):
             return False
@@ -231,7 +232,8 @@ class Backgrounds:
         return None
 
     async def cancel(self, entry: Background) -> bytes:
-        """Stop it now, charged for what it made; the response as it ended."""
+        """Stop it now, charged for what it made; the response as it ended (``cancelled``,
+        or, when it ended first, as the door's memory stored it)."""
         relay, task = entry.resume.begun, entry.task
         if relay is not None:
             self.relays.cancel(relay)
@@ -239,7 +241,11 @@ class Backgrounds:
             task.cancel()
         if task is not None:
             await asyncio.wait({task})
-        return entry.final or entry.queued
+        if entry.final is not None:
+            return entry.final
+        response_id = _response_id(entry.request_id)
+        stored = await self._stored_within(response_id, entry.account_id, _STORE_WAIT)
+        return stored or entry.queued
 
     def _ended(self, entry: Background) -> None:
         """It ended: no longer running; a failed or cancelled end stored as such (a
@@ -265,8 +271,10 @@ async def _decided(writer: Unwatched, task: asyncio.Task[None]) -> None:
         await asyncio.wait({waiting, task}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         waiting.cancel()
-    if writer.refusal is None and not writer.started:
-        raise InvalidRequestError("The background response could not be started.")
+    if writer.refusal is None and not writer.started:  # cancelled or crashed first
+        if writer.interrupted:
+            raise ShuttingDownError()
+        raise InternalError("The background response could not be started.")
 
 
 def _response_id(request_id: str) -> str:

@@ -66,7 +66,7 @@ async def serve_door(
     answering = (
         [*call.headers, (OMITTED_TOOLS_HEADER, ", ".join(omitted))] if omitted else call.headers
     )
-    if background is not None and background.wanted(req):
+    if background is not None and background.asked_for(req):
         await background.start(gw, call, req, answering, omitted)
         return
     exchange = call.exchange = Exchange(

@@ -88,10 +88,9 @@ async def cancel(backgrounds: Backgrounds, gw: GatewayContext, call: Call) -> No
         raise NotFoundError(f"Unknown request URL: POST {call.request.path[:120]}.")
     running = backgrounds.running(response_id, call.principal.account_id)
     if running is not None:
-        body = await backgrounds.cancel(running)
-        await call.writer.send(200, [*call.headers, JSON], body)
-        return
-    answer = await _kept_or(gw, call, response_id, backgrounds.cancel_elsewhere)
+        answer = await backgrounds.cancel(running)
+    else:
+        answer = await _kept_or(gw, call, response_id, backgrounds.cancel_elsewhere)
     head = _HEAD.decode(answer)
     if not head.background:
         raise InvalidRequestError(

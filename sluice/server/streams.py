@@ -39,7 +39,7 @@ class StreamState(msgspec.Struct, kw_only=True):
     object: str = "stream"
     status: str
     """``cancelled``, or how it had ended already (``complete``, ``failed``,
-    ``abandoned``)."""
+    ``abandoned``); ``lost`` when the process that ran it is gone."""
     events: int
     """Events it sent (and kept) before it stopped."""
 
@@ -84,8 +84,10 @@ def last_event(header: str | None, relay: Relay | Mirrored) -> int:
 
 def past(number: int, relay: Relay | Mirrored) -> bool:
     """Is event ``number`` past the last one sent? (A mirror may lag its owner by a
-    batch: a stream another process runs waits for it instead.)"""
-    return isinstance(relay, Relay) and number > relay.count
+    batch: a stream another process still runs waits for it instead.)"""
+    if isinstance(relay, Relay):
+        return number > relay.count
+    return relay.ended is not None and number > relay.count
 
 
 async def resume_stream(relays: Relays, gw: GatewayContext, call: Call) -> None:
@@ -104,7 +106,6 @@ async def follow(
         assert relays.share is not None
         await _follow_mirrored(relays.share, relay, seen, gw, call)
         return
-    config = gw.settings.streams
     headers = [*call.headers, *relay.headers]
     relays.reading(relay)
     ticker = KeepAlive(call.writer, headers, gw.services.keepalive_interval, relay.keepalive)
@@ -122,7 +123,7 @@ async def follow(
         await call.writer.end(close=relay.ended != "complete" or relay.overflowed)
     finally:
         ticker.stop()
-        relays.left(relay, config)
+        relays.left(relay)
 
 
 async def _follow_mirrored(
@@ -151,10 +152,10 @@ async def cancel_stream(relays: Relays, gw: GatewayContext, call: Call) -> None:
     another process runs is stopped there."""
     relay = await _located(relays, call)
     if isinstance(relay, Mirrored):
-        if relay.ended is None:
+        status, count = relay.ended, relay.count
+        if status is None:
             assert relays.share is not None and call.principal is not None
-            await relays.share.stop(relay.request_id, call.principal.account_id)
-        status, count = relay.ended or "cancelled", relay.count
+            status, count = await relays.share.stop(relay.request_id, call.principal.account_id)
     else:
         relays.cancel(relay)
         status, count = relay.ended or "cancelled", len(relay.events)

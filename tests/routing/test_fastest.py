@@ -13,7 +13,7 @@ from random import Random
 import pytest
 
 from sluice.routing.breaker import Circuit
-from sluice.routing.speeds import EXPLORE, RATE_TOKENS, Estimate, Speeds
+from sluice.routing.speeds import EXPLORE, FAILED, RATE_TOKENS, Estimate, Speeds
 from tests.server.test_admin import ADMIN, ENV
 from tests.server.test_metrics_mix import samples
 from tests.support.accounts import metered_key
@@ -54,6 +54,19 @@ def test_a_connection_that_stopped_answering_loses_its_place() -> None:
         speeds.no_sooner_than(("a", "m"), 5.0)
     order = speeds.fastest_first(["a", "b"], [("a", "m"), ("b", "m")], Random(3))
     assert order == ["b", "a"]
+
+
+def test_a_connection_that_fails_fast_does_not_look_fast() -> None:
+    """A 20 ms 503 is not a 20 ms first token: a failure counts as FAILED seconds."""
+    speeds = Speeds()
+    speeds.failed(("a", "m"), 0.02)
+    speeds.opened(("b", "m"), 0.3)
+    assert speeds.estimate(("a", "m")) == FAILED
+    assert speeds.fastest_first(["a", "b"], [("a", "m"), ("b", "m")], Random(3)) == ["b", "a"]
+    speeds.opened(("c", "m"), 0.1)
+    for _ in range(3):  # c starts failing at once: it loses its place within a few
+        speeds.failed(("c", "m"), 0.01)
+    assert (speeds.estimate(("c", "m")) or 0) > 0.3
 
 
 def test_long_answers_go_to_the_quickest_to_finish_short_ones_to_the_quickest_to_open() -> None:
