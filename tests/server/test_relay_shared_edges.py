@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+from sluice.server.lifecycle import RunningGateway
 from tests.server.test_relay_shared import FUNDS, two
 from tests.server.test_resumable import (
     config,
@@ -28,14 +31,22 @@ __all__ = ["fake"]
 SHORT = "[streams]\nresume_retention = 1\n"
 
 
+@asynccontextmanager
+async def keyed(
+    tmp_path: Path, fake: FakeUpstream, gap: float, streams: str = ""
+) -> AsyncIterator[tuple[RunningGateway, RunningGateway, str]]:
+    """Two gateways on one Redis, ``fake`` paced ``gap`` apart, and a funded key."""
+    fake.default = paced(gap)
+    async with two(tmp_path, config(fake, streams)) as (a, b):
+        yield a, b, await metered_key(a.gateway.store, "team", FUNDS)
+
+
 async def test_a_reader_elsewhere_keeps_the_stream_past_the_retention(
     tmp_path: Path, fake: FakeUpstream
 ) -> None:
     """The stream runs 3 s; its client left at 0.6 s and the retention is 1 s: the
     reader on the other process still gets it whole."""
-    fake.default = paced(0.2)
-    async with two(tmp_path, config(fake, SHORT)) as (a, b):
-        key = await metered_key(a.gateway.store, "team", FUNDS)
+    async with keyed(tmp_path, fake, 0.2, SHORT) as (a, b, key):
         _, url, before = await cut_after(a, key, 3)
         after = await exchange(b.host, b.port, resume(url, key, None))
     assert after.status == 200 and after.body.endswith(b"data: [DONE]\n\n")
@@ -45,9 +56,7 @@ async def test_a_reader_elsewhere_keeps_the_stream_past_the_retention(
 async def test_a_stop_elsewhere_answers_as_the_stream_ended(
     tmp_path: Path, fake: FakeUpstream
 ) -> None:
-    fake.default = paced(0.2)
-    async with two(tmp_path, config(fake)) as (a, b):
-        key = await metered_key(a.gateway.store, "team", FUNDS)
+    async with keyed(tmp_path, fake, 0.2) as (a, b, key):
         _, url, _ = await cut_after(a, key, 3)
         stopped = await exchange(b.host, b.port, delete(url, key))
         whole = await exchange(b.host, b.port, resume(url, key, None))
@@ -67,9 +76,7 @@ async def test_a_stop_elsewhere_answers_as_the_stream_ended(
 async def test_an_event_past_a_mirrored_streams_end_is_refused(
     tmp_path: Path, fake: FakeUpstream
 ) -> None:
-    fake.default = paced(0.0)
-    async with two(tmp_path, config(fake)) as (a, b):
-        key = await metered_key(a.gateway.store, "team", FUNDS)
+    async with keyed(tmp_path, fake, 0.0) as (a, b, key):
         request_id, url, _ = await cut_after(a, key, 2)
         await asyncio.sleep(0.3)  # ended on a
         whole = await exchange(b.host, b.port, resume(url, key, None))
@@ -83,8 +90,7 @@ async def test_an_event_past_a_mirrored_streams_end_is_refused(
 async def test_an_id_that_is_no_request_id_is_not_asked_for(
     tmp_path: Path, fake: FakeUpstream
 ) -> None:
-    async with two(tmp_path, config(fake)) as (a, _):
-        key = await metered_key(a.gateway.store, "team", FUNDS)
+    async with keyed(tmp_path, fake, 0.0) as (a, _, key):
         began = time.monotonic()
         odd = await exchange(a.host, a.port, get("/v1/streams/req_*%20x", key))
         took = time.monotonic() - began
