@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, NamedTuple, Protocol
 
 import msgspec
@@ -268,7 +268,7 @@ class RelayShare:
             described, last = await pipe.execute()
         return described, last
 
-    async def tail(self, request_id: str, after: int) -> AsyncIterator[list[bytes] | str]:
+    async def tail(self, request_id: str, after: int) -> AsyncGenerator[list[bytes] | str, None]:
         """The events after event ``after``, in batches, then how it ended: its ending's
         name, or ``lost`` when its owner died first."""
         try:
@@ -278,7 +278,7 @@ class RelayShare:
             _log.warning("stream %s could not be read on (Redis: %s)", request_id, exc)
             yield "lost"
 
-    async def _tail(self, request_id: str, after: int) -> AsyncIterator[list[bytes] | str]:
+    async def _tail(self, request_id: str, after: int) -> AsyncGenerator[list[bytes] | str, None]:
         names = self._names(request_id)
         stream, owner = names.stream, names.owner
         last = after

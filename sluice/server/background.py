@@ -77,13 +77,16 @@ class Background:
 
     def snapshot(self) -> bytes:
         """The response now: ``in_progress`` as its stream opened it once the first
-        event came (its output is the stream's: ``GET ?stream=true``), else queued."""
+        event came (its output is the stream's: ``GET ?stream=true``), else queued;
+        ``in_progress`` too once its events outgrew the buffer and are gone."""
         relay = self.resume.begun
-        if relay is not None and relay.events:
-            opened = _response_in(relay.events[0])
-            if opened is not None:
-                return opened
-        return self.queued
+        if relay is None:
+            return self.queued
+        if relay.events:
+            event = _event_in(relay.events[0])
+            if event is not None and bytes(event.response) != b"null":
+                return bytes(event.response)
+        return _with_status(self.queued, "in_progress") if relay.overflowed else self.queued
 
 
 class Backgrounds:
@@ -119,26 +122,18 @@ class Backgrounds:
         omitted: Sequence[str],
     ) -> None:
         """Run ``req`` detached; answer its creator once it was admitted or refused."""
-        services, config = gw.services, gw.settings.streams
         principal = call.principal
         assert principal is not None
-        account_id = principal.account_id
-        running = self._per_account.get(account_id, 0)
-        if running >= config.background_per_account:
-            raise RateLimitError(
-                f"The account has {running} background responses running, its most "
-                "([streams] background_per_account); wait for one to end or cancel one.",
-                code="too_many_background_responses",
-            )
+        running = self._room(principal.account_id, gw.settings.streams.background_per_account)
         streamed = req.is_stream
         req = msgspec.structs.replace(
             req, stream=True, stream_options=StreamOptions(include_usage=True)
         )
-        resume = Resumption(self.relays, call.request_id, account_id, config)
-        queued = self._door.queued(req, call.request_id, call.created)
-        writer = Unwatched(resume, lambda: services.tasks.stopping, queued)
+        resume = Resumption(self.relays, call.request_id, principal.account_id, gw.settings.streams)
+        entry = Background(req, resume, self._door.queued(req, call.request_id, call.created))
+        writer = Unwatched(resume, lambda: gw.services.tasks.stopping, entry.queued)
         exchange = Exchange(
-            services,
+            gw.services,
             self._door,
             writer,
             headers,
@@ -146,7 +141,6 @@ class Backgrounds:
             counted=True,
             memory=self._door,
         )
-        entry = Background(req, resume, queued)
 
         async def run() -> None:
             await exchange.run(
@@ -159,23 +153,31 @@ class Backgrounds:
                 started=call.started,
             )
 
-        task = services.tasks.drain(
+        entry.task = gw.services.tasks.drain(
             run, started=call.started, request_id=call.request_id, then=lambda: self._ended(entry)
         )
-        if task is None:
+        if entry.task is None:
             raise ShuttingDownError()
-        entry.task = task
-        response_id = _response_id(call.request_id)
-        self._by_id[response_id] = entry
-        self._per_account[account_id] = running + 1
-        await _decided(writer, task)
+        self._by_id[_response_id(call.request_id)] = entry
+        self._per_account[principal.account_id] = running + 1
+        await _decided(writer, entry.task)
         if writer.refusal is not None:
             await call.writer.send(*writer.refusal)
-            return
-        if streamed:
+        elif streamed:
             await follow(self.relays, resume.relay, 0, gw, call)
         else:
             await call.writer.send(200, [*headers, JSON], entry.queued)
+
+    def _room(self, account_id: str, most: int) -> int:
+        """The account's background responses running now; 429 at ``most``."""
+        running = self._per_account.get(account_id, 0)
+        if running >= most:
+            raise RateLimitError(
+                f"The account has {running} background responses running, its most "
+                "([streams] background_per_account); wait for one to end or cancel one.",
+                code="too_many_background_responses",
+            )
+        return running
 
     async def poll_elsewhere(self, response_id: str, account_id: str) -> bytes | None:
         """A background response another process runs, as it stands (with Redis); None
@@ -206,9 +208,7 @@ class Backgrounds:
         if stored is not None:
             return stored
         polled = await self.poll_elsewhere(response_id, account_id)
-        fields = _FIELDS.decode(polled or mirrored.opening)
-        fields["status"] = Raw(b'"cancelled"')
-        return _ENCODER.encode(fields)
+        return _with_status(polled or mirrored.opening, "cancelled")
 
     async def _elsewhere(self, response_id: str, account_id: str) -> Mirrored | None:
         share = self.relays.share
@@ -286,38 +286,41 @@ def request_id_of(response_id: str) -> str:
     return "req_" + response_id.partition("_")[2]
 
 
-def _response_in(event: bytes) -> bytes | None:
-    """The response object a ``response.*`` event carries, if it does."""
+def _event_in(event: bytes) -> _Event | None:
+    """What a stream event of the Responses wire says, if it is one."""
     start = event.find(_DATA)
     if start < 0:
         return None
     try:
-        found = _EVENT.decode(event[start + len(_DATA) :].strip())
+        return _EVENT.decode(event[start + len(_DATA) :].strip())
     except msgspec.DecodeError:
         return None
-    response = bytes(found.response)
-    return None if response == b"null" else response
+
+
+def _response_in(event: bytes) -> bytes | None:
+    """The response object a ``response.*`` event carries, if it does."""
+    found = _event_in(event)
+    response = None if found is None else bytes(found.response)
+    return None if response is None or response == b"null" else response
+
+
+def _with_status(response: bytes, status: str, error: bytes | None = None) -> bytes:
+    fields = _FIELDS.decode(response)
+    fields["status"] = Raw(_ENCODER.encode(status))
+    if error is not None:
+        fields["error"] = Raw(error)
+    return _ENCODER.encode(fields)
 
 
 def _final(entry: Background, relay: Relay) -> bytes:
     """The response at a failed or cancelled end: the one ``response.failed`` carried,
     else the last known one with that status (and the error an ``error`` event told)."""
-    last = relay.events[-1] if relay.events else b""
-    start = last.find(_DATA)
-    event = None
-    if start >= 0:
-        try:
-            event = _EVENT.decode(last[start + len(_DATA) :].strip())
-        except msgspec.DecodeError:
-            event = None
+    event = _event_in(relay.events[-1]) if relay.events else None
     if event is not None and event.type == "response.failed":
         return bytes(event.response)
-    fields = _FIELDS.decode(entry.snapshot())
-    if relay.ended == "failed":
-        fields["status"] = Raw(b'"failed"')
-        code = event.code if event is not None and event.code else "server_error"
-        message = event.message if event is not None else "The response failed."
-        fields["error"] = Raw(_ENCODER.encode({"code": code, "message": message}))
-    else:
-        fields["status"] = Raw(b'"cancelled"')
-    return _ENCODER.encode(fields)
+    if relay.ended != "failed":
+        return _with_status(entry.snapshot(), "cancelled")
+    code = event.code if event is not None and event.code else "server_error"
+    message = event.message if event is not None else "The response failed."
+    error = _ENCODER.encode({"code": code, "message": message})
+    return _with_status(entry.snapshot(), "failed", error)

@@ -10,6 +10,7 @@ the generation at once; what was produced is charged and the rest of the hold re
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import TYPE_CHECKING
 
@@ -136,12 +137,13 @@ async def _follow_mirrored(
     ending = "lost"
     try:
         call.writer.start(200, headers)
-        async for got in share.tail(mirrored.request_id, seen):
-            if isinstance(got, str):
-                ending = got
-                break
-            if got:
-                await call.writer.write(b"".join(got))
+        async with contextlib.aclosing(share.tail(mirrored.request_id, seen)) as tail:
+            async for got in tail:
+                if isinstance(got, str):
+                    ending = got
+                    break
+                if got:
+                    await call.writer.write(b"".join(got))
         await call.writer.end(close=ending != "complete")
     finally:
         ticker.stop()
