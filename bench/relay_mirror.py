@@ -6,7 +6,7 @@ the mirror holds the whole stream.
 
 Each stream's events are stamped into a relay (as the exchange stamps them), split in
 ``--batches`` batches as the stream's pace would split them (one batch per 20 ms), and
-mirrored by :class:`~sluice.exchange.relay_share.RelayShare` to the Redis on
+mirrored by :class:`~sluice.storage.redis_mirror.RedisMirror` to the Redis on
 127.0.0.1:6379 under a key prefix of its own (deleted at the end). Mirrors run at most
 64 at a time, as concurrent streams would.
 """
@@ -21,13 +21,13 @@ import uuid
 from redis.asyncio import Redis
 
 from sluice.exchange.relay import Relay
-from sluice.exchange.relay_share import RelayShare
+from sluice.storage.redis_mirror import RedisMirror
 
 REDIS = "redis://127.0.0.1:6379/0"
 EVENT = b'data: {"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":"0123456789abcdef"}}]}'
 
 
-async def _one(share: RelayShare, n: int, events: int, batches: int) -> None:
+async def _one(share: RedisMirror, n: int, events: int, batches: int) -> None:
     relay = Relay(f"req_bench{n}", "acct", 1 << 24)
     relay.retention = 60.0
     mirrored = share.mirror(relay, relay.retention)
@@ -41,7 +41,7 @@ async def _one(share: RelayShare, n: int, events: int, batches: int) -> None:
 
 async def main(streams: int, events: int, batches: int) -> None:
     prefix = f"sluice-bench:{uuid.uuid4().hex}:"
-    share = RelayShare.from_url(REDIS, prefix)
+    share = RedisMirror.from_url(REDIS, prefix)
     gate = asyncio.Semaphore(64)
 
     async def guarded(n: int) -> None:

@@ -10,7 +10,7 @@ request id: a stream nobody reads is cancelled after ``resume_retention`` second
 finished one is forgotten that long after its end, and the ids of forgotten ones are
 remembered (bounded) so a late reconnect learns why (410 ``stream_expired``).
 With ``[limits] redis_url`` one another process asks for is mirrored to Redis, where
-that process reads it (:mod:`.relay_share`); without, a reconnect must reach the process
+that process reads it (:mod:`sluice.storage.mirror`); without, a reconnect must reach the process
 that serves it.
 """
 
@@ -26,7 +26,7 @@ from sluice.errors import NotFoundError, StreamExpiredError
 from sluice.exchange.ports import ClientStream, Headers
 
 if TYPE_CHECKING:
-    from sluice.exchange.relay_share import RelayShare
+    from sluice.storage.mirror import StreamMirror
 
 RESUME_PREFIX = "/v1/streams/"
 RESUME_HEADER = "x-sluice-resume-url"
@@ -151,11 +151,11 @@ class Relay:
 
 class Relays:
     """The process's resumable streams, by request id; one another process asks for is
-    mirrored to ``share`` (:mod:`.relay_share`)."""
+    mirrored to ``share`` (:mod:`sluice.storage.mirror`)."""
 
     __slots__ = ("_by_id", "_forgotten", "_running_alone", "share")
 
-    def __init__(self, share: RelayShare | None = None) -> None:
+    def __init__(self, share: StreamMirror | None = None) -> None:
         self.share = share
         self._by_id: dict[str, Relay] = {}
         self._forgotten: dict[str, str] = {}

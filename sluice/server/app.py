@@ -33,7 +33,6 @@ from sluice.exchange.heads import error_headers
 from sluice.exchange.ports import ClientGoneError, Headers
 from sluice.exchange.refusals import REFUSAL_STATUSES, held
 from sluice.exchange.relay import Relays
-from sluice.exchange.relay_share import RelayShare
 from sluice.exchange.services import Services
 from sluice.exchange.tenants import Tenants
 from sluice.frontdoors.responses.memory import ResponseMemory
@@ -64,6 +63,7 @@ from sluice.server.routes import Routes
 from sluice.server.stored_responses import RESPONSES_PREFIX
 from sluice.settings import Settings
 from sluice.storage.base import Store
+from sluice.storage.mirror import StreamMirror
 from sluice.storage.writer import WriteBehind
 from sluice.transport.guarded_resolver import check_base_url, system_resolve
 from sluice.transport.port import Transport
@@ -99,7 +99,7 @@ class Gateway:
         store: Store,
         transport: Transport,
         shares: Sequence[Shared] = (),
-        relay_share: RelayShare | None = None,
+        mirror: StreamMirror | None = None,
         vault: Vault | None,
         seal: AccountSeal,
         new_id: IdFactory,
@@ -112,7 +112,7 @@ class Gateway:
         self.store = store
         self.transport = transport
         self._shares = tuple(shares)
-        self._relay_share = relay_share
+        self._mirror = mirror
         self.vault = vault
         self.new_id = new_id
         self.wall_clock = wall_clock
@@ -127,7 +127,7 @@ class Gateway:
         self._decoding = ThreadPoolExecutor(1, thread_name_prefix="sluice-decode")
         self.pacer = Pacer(clock)
         self.memory = ResponseMemory(store, generation.services.log)
-        self.relays = Relays(relay_share)
+        self.relays = Relays(mirror)
         self.routes = Routes(
             self.memory,
             seal,
@@ -178,8 +178,8 @@ class Gateway:
         self.services.meter.start()
         for share in self._shares:
             await share.start()
-        if self._relay_share is not None:
-            self._relay_share.start(self.relays)
+        if self._mirror is not None:
+            self._mirror.start(self.relays)
 
     def stop_draining(self) -> None:
         """Shutting down: a client leaving from now on cancels its upstream call."""
@@ -193,8 +193,8 @@ class Gateway:
         await services.limiter.close()
         for share in self._shares:
             await share.close()
-        if self._relay_share is not None:
-            await self._relay_share.close()
+        if self._mirror is not None:
+            await self._mirror.close()
         await services.log.close()
         await services.meter.close()  # the reservations, once every settlement is written
         await services.telemetry.close()  # the spans still queued are exported

@@ -28,11 +28,11 @@ from sluice.exchange.exchange import Exchange
 from sluice.exchange.heads import JSON
 from sluice.exchange.ports import Headers
 from sluice.exchange.relay import Relay, Relays, Resumption
-from sluice.exchange.relay_share import Mirrored
 from sluice.exchange.unwatched import Unwatched
 from sluice.exchange.work import chat_work
 from sluice.frontdoors.responses.door import ResponsesDoor
 from sluice.server.streams import follow
+from sluice.storage.mirror import Mirrored
 from sluice.wire.chat import ChatRequest, NativeFields, StreamOptions
 
 if TYPE_CHECKING:

@@ -18,7 +18,6 @@ from sluice.accounts.sealing import AccountSeal
 from sluice.accounts.vault import Vault
 from sluice.exchange.metrics import Metrics
 from sluice.exchange.refusals import RepeatLog, Tarpit
-from sluice.exchange.relay_share import RelayShare
 from sluice.exchange.services import Services
 from sluice.exchange.tasks import Tasks
 from sluice.exchange.telemetry import build_telemetry
@@ -45,6 +44,7 @@ from sluice.server.models import model_list
 from sluice.server.reload import Reloader, SettingsSource
 from sluice.settings import Settings
 from sluice.storage.base import Store
+from sluice.storage.redis_mirror import RedisMirror
 from sluice.storage.writer import WriteBehind
 from sluice.transport.http import HttpTransport
 from sluice.transport.port import Transport
@@ -84,14 +84,14 @@ class _Lasting:
         )
         self.speeds = Speeds()
         self.routing_shares: list[BreakerShare | SpeedShare] = []
-        self.relay_share = None
+        self.mirror = None
         redis_url, prefix = settings.limits.redis_url, settings.limits.key_prefix
         if redis_url:
             breakers = BreakerShare.from_url(redis_url, prefix, self.breaker, clock)
             self.breaker.on_open = breakers.opened
             speeds = SpeedShare.from_url(redis_url, prefix, self.speeds)
             self.routing_shares = [breakers, speeds]
-            self.relay_share = RelayShare.from_url(redis_url, prefix)
+            self.mirror = RedisMirror.from_url(redis_url, prefix)
         escrow = None
         if metering.reserve:
             escrow = Escrow(
@@ -201,7 +201,7 @@ def create_app(
         store=store,
         transport=lasting.transport,
         shares=lasting.routing_shares,
-        relay_share=lasting.relay_share,
+        mirror=lasting.mirror,
         vault=lasting.vault,
         seal=lasting.seal,
         new_id=new_id,

@@ -20,7 +20,7 @@ from sluice.errors import InvalidRequestError, NotFoundError, StreamExpiredError
 from sluice.exchange.heads import JSON
 from sluice.exchange.keepalive import KeepAlive
 from sluice.exchange.relay import RESUME_PREFIX, Relay, Relays
-from sluice.exchange.relay_share import Mirrored, RelayShare
+from sluice.storage.mirror import Mirrored, StreamMirror
 
 if TYPE_CHECKING:
     from sluice.server.call import Call
@@ -128,7 +128,7 @@ async def follow(
 
 
 async def _follow_mirrored(
-    share: RelayShare, mirrored: Mirrored, seen: int, gw: GatewayContext, call: Call
+    share: StreamMirror, mirrored: Mirrored, seen: int, gw: GatewayContext, call: Call
 ) -> None:
     """A stream another process runs (or ran), read from its mirror."""
     headers = [*call.headers, *mirrored.headers]

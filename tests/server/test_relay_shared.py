@@ -17,8 +17,8 @@ from typing import Any
 from openai import AsyncOpenAI
 
 from sluice.exchange.relay import Relay
-from sluice.exchange.relay_share import RelayShare
 from sluice.server.lifecycle import RunningGateway
+from sluice.storage.redis_mirror import RedisMirror
 from tests.server.test_resumable import (
     PIECES_B,
     _contents,
@@ -157,7 +157,7 @@ async def test_a_background_response_is_read_and_cancelled_through_another_proce
 async def test_a_reader_of_a_stream_whose_owner_died_sees_it_cut() -> None:
     """The owner's key expires with no end: the reader gets the events mirrored, then
     ``lost`` (its response ends without the door's end)."""
-    share = RelayShare.from_url(REDIS, f"sluice-test:{uuid.uuid4().hex}:")
+    share = RedisMirror.from_url(REDIS, f"sluice-test:{uuid.uuid4().hex}:")
     try:
         relay = Relay("req_owner_died", "acct", 1 << 20)
         relay.stamp(b"data: one\n\ndata: two\n\n")

@@ -1,7 +1,7 @@
-"""Resumable streams shared by every process on one Redis (``[limits] redis_url``): a
-reconnect, a ``DELETE``, or a background response's poll, stream or cancel that reaches
-another worker or replica than the one running it is served there
-(docs/api.md#several-replicas).
+"""The Redis :class:`~sluice.storage.mirror.StreamMirror`: resumable streams shared by
+every process on one Redis (``[limits] redis_url``), so a reconnect, a ``DELETE``, or a
+background response's poll, stream or cancel that reaches another worker or replica
+than the one running it is served there (docs/api.md#several-replicas).
 
 Nothing is written for a stream nobody asks for elsewhere: the process that does not
 hold a stream publishes a *want* on ``<prefix>relay-ask``, and the process running it
@@ -29,17 +29,16 @@ import contextlib
 import logging
 import re
 from collections.abc import AsyncGenerator
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import msgspec
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from sluice.errors import ServiceUnavailableError
-from sluice.exchange.ports import Headers
-from sluice.exchange.relay import Relay
+from sluice.storage.mirror import Mirrored, MirrorSource, Owner
 
-_log = logging.getLogger("sluice.server")
+_log = logging.getLogger("sluice.storage")
 BATCH_GAP = 0.02
 """Seconds between two writes of one stream's mirror (its events batch meanwhile)."""
 OWNER_TTL = 5.0
@@ -78,31 +77,6 @@ class _Asked(msgspec.Struct, array_like=True, frozen=True):
     account_id: str
 
 
-class Owner(Protocol):
-    """What the owner of streams does for asks from other processes."""
-
-    def stop_asked(self, request_id: str, account_id: str) -> None: ...
-
-    def wanted(self, request_id: str, account_id: str) -> None: ...
-
-
-class Mirrored:
-    """A stream another process runs, as its mirror describes it."""
-
-    __slots__ = ("count", "ended", "headers", "keepalive", "opening", "request_id")
-
-    def __init__(self, request_id: str, meta: _Meta, count: int, ended: str | None) -> None:
-        self.request_id = request_id
-        self.headers: Headers = list(meta.headers)
-        self.keepalive = meta.keepalive
-        self.opening = meta.opening
-        """A background response's object as created (empty for another stream)."""
-        self.count = count
-        """Its events mirrored so far (an ``id:`` past it names no event)."""
-        self.ended = ended
-        """How it ended, once its mirror says so."""
-
-
 class _Names(NamedTuple):
     """One stream's keys."""
 
@@ -111,7 +85,7 @@ class _Names(NamedTuple):
     owner: str
 
 
-class RelayShare:
+class RedisMirror:
     """Owns ``client`` (commands) and ``listener`` (the subscription, which waits for
     messages without a read timeout). ``start`` hears what other processes ask of this
     one's streams; ``find``, ``tail``, ``stop`` ask them of another's."""
@@ -126,7 +100,7 @@ class RelayShare:
         self._failing = False
 
     @classmethod
-    def from_url(cls, url: str, prefix: str) -> RelayShare:
+    def from_url(cls, url: str, prefix: str) -> RedisMirror:
         # A command's read timeout above the blocking read's second, so a Redis that
         # stops answering is a 503, not a hung request.
         client = Redis.from_url(url, socket_connect_timeout=1.0, socket_timeout=3.0)
@@ -141,7 +115,7 @@ class RelayShare:
 
     # --- the owner ------------------------------------------------------------------
 
-    def mirror(self, relay: Relay, retention: float) -> asyncio.Task[bool]:
+    def mirror(self, relay: MirrorSource, retention: float) -> asyncio.Task[bool]:
         """Mirror ``relay`` until it ends (a task of its own, off the response path);
         the task's result says whether the mirror holds its end (False: Redis failed)."""
         task = asyncio.get_running_loop().create_task(self._mirror(relay, retention))
@@ -149,10 +123,10 @@ class RelayShare:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _mirror(self, relay: Relay, retention: float) -> bool:
+    async def _mirror(self, relay: MirrorSource, retention: float) -> bool:
         names = self._names(relay.request_id)
         keep = max(1, int(retention))
-        about = _Meta(relay.account_id, relay.headers, relay.keepalive, relay.opening)
+        about = _Meta(relay.account_id, list(relay.headers), relay.keepalive, relay.opening)
         described: bytes | None = msgspec.msgpack.encode(about)
         try:
             sent = 0
@@ -173,7 +147,7 @@ class RelayShare:
             return False
 
     async def _write(
-        self, relay: Relay, names: _Names, keep: int, sent: int, described: bytes | None
+        self, relay: MirrorSource, names: _Names, keep: int, sent: int, described: bytes | None
     ) -> int:
         """The events after the ``sent`` first, and the end if it came, in one pipeline
         (the first also clears what an earlier, failed mirror left and writes the
@@ -258,7 +232,14 @@ class RelayShare:
         if found.account_id != account_id:
             return None
         count, ended = _standing(last)
-        return Mirrored(request_id, found, count, ended)
+        return Mirrored(
+            request_id,
+            headers=found.headers,
+            keepalive=found.keepalive,
+            opening=found.opening,
+            count=count,
+            ended=ended,
+        )
 
     async def _described(self, request_id: str) -> tuple[bytes | None, Any]:
         names = self._names(request_id)
