@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from sluice.config import (
+    CacheStoreConfig,
     ConnectionConfig,
     FileConfig,
     GuardrailConfig,
@@ -71,6 +72,7 @@ class Settings(msgspec.Struct, frozen=True):
     routing: RoutingConfig
     metering: MeteringConfig
     streams: StreamsConfig
+    cache: CacheStoreConfig
     connections: tuple[ConnectionSettings, ...]
     models: tuple[ModelConfig, ...]
     routes: tuple[RouteConfig, ...]
@@ -246,6 +248,7 @@ def build_settings(
         routing=file.routing,
         metering=file.metering,
         streams=file.streams,
+        cache=file.cache,
         connections=tuple(connections),
         models=tuple(file.models),
         routes=tuple(file.routes),

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from sluice.config.cache import CacheConfig as CacheConfig
+from sluice.config.cache import CacheStoreConfig as CacheStoreConfig
 from sluice.config.rules import MAX_CAPACITY as MAX_CAPACITY
 from sluice.config.rules import MAX_WINDOW as MAX_WINDOW
 from sluice.config.rules import Action as Action
@@ -121,6 +123,9 @@ class ModelConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A stream whose first content has not come this long after this model was tried
     also starts the next attempt, and keeps whichever answers first (the other is
     cancelled); within ``[routing] hedge_budget``."""
+    cache: CacheConfig | None = None
+    """Its complete streamed answers kept and served again (docs/cache.md); None: not
+    cached."""
 
 
 class RouteTargetConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -287,6 +292,8 @@ class FileConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """Credit holds and per-process reservations (docs/metering.md)."""
     streams: StreamsConfig = StreamsConfig()
     """Resumable streams: their buffer and retention."""
+    cache: CacheStoreConfig = CacheStoreConfig()
+    """The response cache's store (docs/cache.md)."""
     telemetry: TelemetryConfig = TelemetryConfig()
     """OpenTelemetry tracing (docs/observability.md)."""
     connections: list[ConnectionConfig] = []

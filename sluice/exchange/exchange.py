@@ -22,6 +22,7 @@ from sluice.errors import (
     ShuttingDownError,
 )
 from sluice.exchange.admission import admitted, token_subject
+from sluice.exchange.cached import CACHE_HEADER, Fill, keep, looked_up
 from sluice.exchange.failures import answer_failure, answer_shutdown, unexpected_failure
 from sluice.exchange.ports import (
     ClientGoneError,
@@ -44,7 +45,7 @@ from sluice.limits.decision import Ticket as LimitTicket
 from sluice.metering.charges import hold_amount, priced_plan, resolve_rate
 from sluice.routing.attempts import AttemptRecord, TryStarted
 from sluice.routing.capabilities import capable_plan, extra_fields
-from sluice.routing.plan import Planner
+from sluice.routing.plan import Plan, Planner
 from sluice.routing.router import circuit_of
 from sluice.storage.base import RequestRecord
 from sluice.wire.chat import ChatRequest
@@ -205,6 +206,7 @@ class Exchange:
         if principal.metered:
             plan = priced_plan(plan, view.prices)
         state.plan = plan
+        self._look_up(state, plan)
         rates = [
             (a.model, resolve_rate(a.model, a.target.connection, view.prices))
             for a in plan.attempts
@@ -216,6 +218,17 @@ class Exchange:
             capped=demand.output_ceiling is not None,
         )
         return rules.output
+
+    def _look_up(self, state: ExchangeState, plan: Plan) -> None:
+        """The response cache's part, for a model with ``cache`` (docs/cache.md)."""
+        services = self.services
+        account_id = state.principal.account_id
+        note = looked_up(state.req, plan, account_id, self._incoming, services.answers)
+        if note is not None:
+            state.cache = note
+            self.headers.append((CACHE_HEADER, note.outcome))
+            if note.outcome == "miss":
+                state.fill = Fill(services.clock)
 
     def remember(self, state: ExchangeState, answer: StreamEncoder | bytes) -> None:
         """The answer is complete: the door's memory may keep it."""
@@ -265,6 +278,8 @@ class Exchange:
                 else (served.target.model_id, served.target.connection.provider),
             )
         duration = services.clock() - state.started
+        if state.fill is not None:
+            keep(state, services.answers)
         if state.completed and state.req.stream is True and tokens is not None:
             self._timed(state, tokens.completion_tokens, duration)
         self.record = request_record(
@@ -287,7 +302,8 @@ class Exchange:
     def _timed(self, state: ExchangeState, tokens: int, duration: float) -> None:
         """A stream read whole on a ``fastest`` model: its pace feeds the estimates."""
         served, first = state.attempt, state.first_token
-        if served is not None and served.model.fastest and first is not None:
+        replayed = state.cache is not None and state.cache.outcome == "hit"
+        if served is not None and served.model.fastest and first is not None and not replayed:
             self.services.router.speeds.streamed(circuit_of(served), tokens, duration - first)
 
     def _live_record(self) -> RequestRecord:

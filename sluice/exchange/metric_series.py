@@ -155,6 +155,14 @@ class Families:
                 registry=self.registry,
             )
         )
+        self.cache = Labelled(
+            Counter(
+                "sluice_cache_requests",
+                "Requests for a model with a cache, by outcome: hit, miss, bypass.",
+                ["outcome"],
+                registry=self.registry,
+            )
+        )
         self.blocks = Labelled(
             Counter(
                 "sluice_guardrail_blocks",

@@ -20,10 +20,11 @@ from types import MappingProxyType
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
+from sluice.cache.store import AnswerStore
 from sluice.core.money import usd_from_nano
 from sluice.exchange.metric_series import Families
 from sluice.exchange.tasks import Tasks
@@ -62,6 +63,25 @@ def breaker_states(breaker: Breaker, now: float, operators: Collection[str]) -> 
         label = connection if connection in operators else ACCOUNT_OWNED
         out[label] = max(out.get(label, 0.0), _STATE_VALUE[state])
     return out
+
+
+class _Stored(Collector):
+    """The response cache's store, read when scraped."""
+
+    def __init__(self, answers: AnswerStore) -> None:
+        self._answers = answers
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        answers = self._answers
+        yield GaugeMetricFamily("sluice_cache_entries", "Answers the cache keeps.", len(answers))
+        yield GaugeMetricFamily(
+            "sluice_cache_bytes", "Bytes of the answers the cache keeps.", answers.bytes
+        )
+        yield CounterMetricFamily(
+            "sluice_cache_evictions",
+            "Answers dropped to make room (least recently used first).",
+            answers.evictions,
+        )
 
 
 class _Now(Collector):
@@ -170,7 +190,7 @@ class Metrics:
     the operator's connections, the ones labelled by id. A reload relabels
     (:meth:`relabelled`); the series carry on."""
 
-    __slots__ = ("_families", "_operators", "_speeds", "streams")
+    __slots__ = ("_answers", "_families", "_operators", "_speeds", "streams")
 
     def __init__(
         self,
@@ -178,10 +198,12 @@ class Metrics:
         clock: Callable[[], float],
         operators: Collection[str],
         speeds: Speeds | None = None,
+        answers: AnswerStore | None = None,
     ) -> None:
         self._families = Families(breaker, clock)
         self._operators = operators
         self._speeds = speeds
+        self._answers = answers
         self.streams = self._families.streams
 
     def relabelled(self, operators: Collection[str]) -> Metrics:
@@ -254,6 +276,8 @@ class Metrics:
             families.cancellations.inc()
         elif record.disconnect == "drain":
             families.drains.inc()
+        if record.cache is not None:
+            families.cache(record.cache).inc()
         for note in record.guardrails:
             if note["outcome"] == "blocked":
                 families.blocks(note["name"], note["stage"]).inc()
@@ -305,4 +329,6 @@ class Metrics:
         speeds = {} if self._speeds is None else self._speeds.estimates()
         estimates = {c: v for c, v in speeds.items() if c[0] in self._operators}
         now.register(_Now(breakers, running, holds, estimates))
+        if self._answers is not None:
+            now.register(_Stored(self._answers))
         return generate_latest(families.registry) + generate_latest(now)

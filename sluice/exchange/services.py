@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sluice.cache.store import AnswerStore
 from sluice.config import LimitsConfig, LimitSpec
 from sluice.core.principal import Allowance, Principal
 from sluice.exchange.metrics import Metrics
@@ -23,6 +24,7 @@ from sluice.storage.writer import WriteBehind
 
 class Services:
     __slots__ = (
+        "answers",
         "clock",
         "guardrails",
         "keepalive_interval",
@@ -58,6 +60,7 @@ class Services:
         keepalive_interval: float,
         max_json_depth: int,
         telemetry: Telemetry = NO_TELEMETRY,
+        answers: AnswerStore | None = None,
     ) -> None:
         self.router = router
         self.tenants = tenants
@@ -77,6 +80,8 @@ class Services:
         self.max_json_depth = max_json_depth
         self.telemetry = telemetry
         """Tracing (``[telemetry]``): the gateway's, or the no-op when it is off."""
+        self.answers = answers if answers is not None else AnswerStore(0, 1024, clock)
+        """The response cache's store (docs/cache.md), the process's."""
 
     def limit_subject(self, principal: Principal) -> Subject | None:
         """The limits that apply to a caller; None when none do (no limiter call)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -21,7 +22,7 @@ from sluice.core.tokens import estimate_prompt_tokens, tokens_for_chars
 from sluice.core.usage import Price, TokenUsage
 from sluice.errors import ApiError, ShuttingDownError
 from sluice.guardrails.rule import Note
-from sluice.metering.charges import Rate, as_priced, charge, resolve_rate
+from sluice.metering.charges import Rate, as_priced, cache_rate, charge, resolve_rate
 from sluice.metering.meter import Ticket
 from sluice.metering.pricing import priced_usage
 from sluice.providers.base import ParsedCompletion, Repair, StreamTranslator
@@ -30,6 +31,9 @@ from sluice.routing.plan import Attempt, Plan
 from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import Usage
 from sluice.wire.encode import StreamIdentity
+
+if TYPE_CHECKING:
+    from sluice.exchange.cached import CacheNote, Fill
 
 _CUT_CODES = frozenset({"stream_incomplete", "upstream_disconnected"})
 
@@ -51,11 +55,13 @@ class ExchangeState:
     __slots__ = (
         "attempt",
         "attempts",
+        "cache",
         "completed",
         "completion",
         "created",
         "disconnect",
         "error",
+        "fill",
         "first_token",
         "guardrails",
         "omitted_tools",
@@ -102,6 +108,10 @@ class ExchangeState:
         self.omitted_tools: list[str] = []  # the kinds of tool no upstream was sent
         self.error: ApiError | None = None
         self.guardrails: list[Note] = []  # what guardrails did, for the request log
+        self.cache: CacheNote | None = None
+        """What the response cache did (a model with ``cache``), else None."""
+        self.fill: Fill | None = None
+        """A cache miss's stream, recorded to be kept at settlement."""
 
     def serve(self, attempt: Attempt) -> StreamIdentity:
         """The attempt that answers; its rate applies. Returns what the response says of
@@ -109,6 +119,8 @@ class ExchangeState:
         self.attempt = attempt
         conn = attempt.target.connection
         self.rate = resolve_rate(attempt.model, conn, self.prices)
+        if self.cache is not None and self.cache.outcome == "hit":
+            self.rate = cache_rate(self.rate, self.cache.config.price_share)
         return StreamIdentity(
             id=self.request_id,
             created=self.created,

@@ -24,6 +24,7 @@ from sluice.core.batch import ChunkBatch
 from sluice.core.tally import Tally
 from sluice.core.tokens import estimate_prompt_tokens
 from sluice.errors import ApiError
+from sluice.exchange.cached import replayed
 from sluice.exchange.keepalive import KeepAlive
 from sluice.exchange.ports import ClientGoneError, StreamEncoder
 from sluice.exchange.relay import End, Resumption, Write
@@ -64,6 +65,7 @@ async def _stream(
         state.serve(upstream.attempt), lambda: _opening(state), state.req
     )
     writer, metrics = ex.writer, ex.services.metrics
+    events = encoder.events if state.fill is None else state.fill.tap(encoder.events)
     write: Write = writer.write
     end: End = writer.end
     if resume is not None:
@@ -79,7 +81,7 @@ async def _stream(
             first = await guard.filter(first)
             if upstream.ended:
                 first += await guard.finish()
-        pending = encoder.events(first) if first else b""
+        pending = events(first) if first else b""
         del first  # written once; not kept for the whole stream
         writer.start(200, headers)
         if guard is not None and guard.failure is not None:
@@ -87,7 +89,7 @@ async def _stream(
         if not upstream.ended:
             await write(pending)
             pending = b""
-            await _pump(upstream, guard, write, encoder.events)
+            await _pump(upstream, guard, write, events)
     except ApiError as err:
         upstream.close()
         await end(pending + _failed(state, encoder, err), close=True)
@@ -143,7 +145,13 @@ async def _open(ex: Exchange, state: ExchangeState) -> UpstreamStream:
     """Failover until one attempt produced its first event."""
     services = ex.services
     assert state.plan is not None
-    upstream = await services.router.open_stream(state.req, state.plan, state.attempts, ex.traced)
+    if state.cache is not None and state.cache.outcome == "hit":
+        upstream = replayed(state.cache, services.clock)
+        await upstream.open(0)
+    else:
+        upstream = await services.router.open_stream(
+            state.req, state.plan, state.attempts, ex.traced
+        )
     state.translator = upstream.translator
     state.first_token = services.clock() - state.started
     state.sent = True

@@ -57,6 +57,20 @@ def resolve_rate(
     return Rate(model.price, "list", honour)
 
 
+def cache_rate(rate: Rate, share: float) -> Rate:
+    """A cache hit's rate: ``share`` of ``rate``'s price (rounded down to the pico-USD),
+    never a cost an upstream reported (none was asked)."""
+    price = rate.price
+    if price is not None:
+        price = Price(
+            input=int(price.input * share),
+            output=int(price.output * share),
+            cache_read=int(price.cache_read * share),
+            cache_write=int(price.cache_write * share),
+        )
+    return Rate(price, "cache", honours_provider_cost=False)
+
+
 def as_priced(usage: TokenUsage, rate: Rate) -> TokenUsage:
     """The usage the rate prices: without a reported cost the rate does not honour."""
     if rate.honours_provider_cost or usage.provider_cost is None:

@@ -25,7 +25,7 @@ from sluice.wire.chat import ChatRequest
 from sluice.wire.chunks import CompletionChoice
 
 if TYPE_CHECKING:
-    from sluice.providers.normalize import ChunkEmitter
+    from sluice.providers.normalize import EmittedCall
 
 
 class Repair(msgspec.Struct, frozen=True):
@@ -59,6 +59,18 @@ class StreamShape(msgspec.Struct, frozen=True):
 DEFAULT_SHAPE = StreamShape()
 
 
+class Emitted(Protocol):
+    """What a stream emitted so far, as the request log reads it."""
+
+    @property
+    def finish_reason(self) -> str | None: ...
+
+    @property
+    def repairs(self) -> list[Repair]: ...
+
+    def tool_calls(self) -> list[EmittedCall]: ...
+
+
 class StreamTranslator(Protocol):
     """Per-request state machine from upstream bytes to our chunks.
 
@@ -78,7 +90,7 @@ class StreamTranslator(Protocol):
         ...
 
     @property
-    def emitter(self) -> ChunkEmitter:
+    def emitter(self) -> Emitted:
         """What was emitted so far: finish reason, assembled tool calls."""
         ...
 

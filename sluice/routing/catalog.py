@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 import msgspec
 
-from sluice.config import ModelConfig, PriceConfig
+from sluice.config import CacheConfig, ModelConfig, PriceConfig
 from sluice.core.usage import Price
 from sluice.errors import ConfigError
 from sluice.wire.chunks import ModelCapabilities
@@ -40,6 +40,8 @@ class CatalogModel(msgspec.Struct, frozen=True):
     """The abilities ``capabilities`` declares it has not (:meth:`ModelCapabilities.lacks`)."""
     hedge_after: float | None = None
     """Seconds before a stream's next attempt is started beside it (``hedge_after_ms``)."""
+    cache: CacheConfig | None = None
+    """Its complete streamed answers are served again (docs/cache.md)."""
 
     def native_name(self, connection_id: str, provider: str) -> str | None:
         """The upstream's name for this model on a connection, if it serves it."""
@@ -67,6 +69,7 @@ def _entry(model: ModelConfig) -> CatalogModel:
         capabilities=model.capabilities,
         lacks=model.capabilities.lacks(),
         hedge_after=None if model.hedge_after_ms is None else model.hedge_after_ms / 1000,
+        cache=model.cache,
     )
 
 

@@ -16,6 +16,7 @@ import msgspec
 from sluice import __version__
 from sluice.accounts.sealing import AccountSeal
 from sluice.accounts.vault import Vault
+from sluice.cache.store import AnswerStore
 from sluice.exchange.metrics import Metrics
 from sluice.exchange.refusals import RepeatLog, Tarpit
 from sluice.exchange.services import Services
@@ -114,7 +115,9 @@ class _Lasting:
             escrow=escrow,
         )
         self.limiter = _limiter(settings, clock)
-        self.metrics = Metrics(self.breaker, clock, frozenset(), self.speeds)
+        cache = settings.cache
+        self.answers = AnswerStore(cache.max_bytes, cache.max_entry_bytes, clock)
+        self.metrics = Metrics(self.breaker, clock, frozenset(), self.speeds, self.answers)
         self.tasks = Tasks(clock, metering.hold_ttl)
         self.repeats = RepeatLog(self.log, clock)
         limits = settings.limits
@@ -167,6 +170,7 @@ def _generation(lasting: _Lasting, settings: Settings) -> Generation:
         keepalive_interval=server.sse_keepalive_interval,
         max_json_depth=server.max_json_depth,
         telemetry=lasting.telemetry,
+        answers=lasting.answers,
     )
     models = msgspec.json.encode(model_list(catalog, tenants.shared.planner, settings.routes))
     return Generation(settings, services, catalog, models)

@@ -174,6 +174,10 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     """The kinds of tool the request offered that no upstream was sent (hosted tools)."""
     stored_response: str | None = None
     """The stored response this request answered with (``GET /v1/responses/{id}``)."""
+    cache: str | None = None
+    """A model with a ``cache``: ``hit``, ``miss`` or ``bypass`` (docs/cache.md)."""
+    cache_filled_by: str | None = None
+    """A hit: the request whose answer it served."""
     coalesced: int = 0
     """A refusal before any upstream call: how many more refusals of the same key, status
     and code this row stands for (answered in its window without rows of their own)."""

@@ -16,7 +16,7 @@ from sluice.wire.conversation import ThinkingBlocks
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
 FINISH_REASONS: frozenset[str] = frozenset({"stop", "length", "tool_calls", "content_filter"})
-PriceSource = Literal["list", "custom", "custom_provider", "provider"]
+PriceSource = Literal["list", "custom", "custom_provider", "provider", "cache"]
 
 
 class FunctionDelta(Struct, gc=False):

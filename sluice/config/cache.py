@@ -1,0 +1,33 @@
+"""The response cache's configuration (docs/cache.md): a model's ``cache`` table, and
+``[cache]`` for the store's bounds."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+
+class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A model's ``cache``: its complete streamed answers are kept and served again to
+    the same request (docs/cache.md#what-is-the-same-request)."""
+
+    ttl: Annotated[int, msgspec.Meta(ge=1, le=30 * 86400)] = 600
+    """Seconds an answer is served from the cache after it was stored."""
+    scope: Literal["account", "global"] = "account"
+    """``account``: each account hits only its own answers; ``global``: every account
+    shares them (for traffic that is not personal)."""
+    replay: Literal["instant", "paced"] = "instant"
+    """A hit streams at once, or at the pace the answer first came."""
+    price_share: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
+    """The share of the model's price a hit is charged (0: free)."""
+
+
+class CacheStoreConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``[cache]``: the bounds of the process's answer store (least recently used
+    answers are evicted first)."""
+
+    max_bytes: Annotated[int, msgspec.Meta(ge=0)] = 64 * 1024 * 1024
+    """The answers one process keeps, in bytes (0: none are kept)."""
+    max_entry_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 1024 * 1024
+    """The largest answer kept; a longer one is served but not stored."""
