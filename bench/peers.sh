@@ -10,6 +10,9 @@
 #                          events for a reconnect (docs/api.md#resumable-streams)
 #       sluice-resumable-redis  the same with [limits] redis_url: every stream is also
 #                          mirrored to Redis for other processes (docs/api.md#several-replicas)
+#       sluice-cached      sluice-metered with the model's response cache on: the load
+#                          generator's identical requests are all hits after the first
+#                          (docs/cache.md)
 #
 # Core 0: fake upstream + load generator. Core 1: the target under test.
 # Env: REPS (3) DURATION (5) KIT (../shared/bench) LITELLM (path to a `litellm` binary,
@@ -57,6 +60,7 @@ sluice_home() {  # name storage-url [metered|resumable]: a home with its config;
   local home="$WORK/$1"
   mkdir -p "$home"
   { echo "[storage]"; echo "url = \"$2\""; cat bench/sluice-bench.toml; } > "$home/sluice.toml"
+  if [ -n "${CACHE:-}" ]; then echo "cache = { ttl = 3600 }" >> "$home/sluice.toml"; fi
   if [ -n "${REDIS_URL:-}" ]; then
     printf '[limits]\nredis_url = "%s"\nkey_prefix = "sluice-bench:%s:"\n' "$REDIS_URL" "$$" \
       >> "$home/sluice.toml"
@@ -103,6 +107,7 @@ for target in "${TARGETS[@]}"; do
       run aiohttp-pipe http://127.0.0.1:9100/v1/chat/completions sk-x fake-model; stop_last ;;
     sluice) sluice sluice "sqlite:///$WORK/sluice/sluice.db" ;;
     sluice-metered) sluice sluice-metered "sqlite:///$WORK/sluice-metered/sluice.db" metered ;;
+    sluice-cached) CACHE=1 sluice sluice-cached "sqlite:///$WORK/sluice-cached/sluice.db" metered ;;
     sluice-resumable) sluice sluice-resumable "sqlite:///$WORK/sluice-resumable/sluice.db" resumable ;;
     sluice-resumable-redis)
       REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/0}" \
