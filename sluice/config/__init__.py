@@ -142,6 +142,9 @@ class RouteConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The name clients ask for as their ``model``."""
     chain: list[RouteTargetConfig]
     """Targets tried in order, failing over before the first token."""
+    cache: CacheConfig | None = None
+    """The response cache for requests naming this route, over its models' own
+    (docs/cache.md)."""
 
 
 class RoutingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

@@ -60,7 +60,7 @@ def looked_up(
     """The cache's part in ``req``: None when its model is not cached; ``bypass`` for
     a whole answer or ``no-store``; else a hit (served as the attempt the answer came
     from, when the plan still has it) or a miss."""
-    config = plan.attempts[0].model.cache if plan.attempts else None
+    config = plan.cache
     if config is None:
         return None
     control = incoming.get("cache-control", "").lower()

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from sluice.config import RouteConfig
+from sluice.config import CacheConfig, RouteConfig
 from sluice.core.connection import ConnectionSettings, Target
 from sluice.errors import ApiError, ConfigError
 from sluice.routing.catalog import Catalog, CatalogModel
@@ -42,6 +42,8 @@ class Plan(msgspec.Struct, frozen=True):
     attempts: tuple[Attempt, ...]
     hedged: bool = False
     """Some attempt but the last may start the next beside it (a stream races them)."""
+    cache: CacheConfig | None = None
+    """The response cache of the route asked for, else of the model first tried."""
 
     def within(self, allows: Callable[[str], bool]) -> Plan:
         """Without the configured fallbacks to models ``allows`` refuses (a key's
@@ -151,7 +153,14 @@ class Planner:
         if not attempts:
             raise self._names.unserved(model, chain[0][0])
         hedged = any(a.hedge_after is not None for a in attempts[:-1])
-        return Plan(model, route.name if route is not None else None, tuple(attempts), hedged)
+        cache = route.cache if route is not None else None
+        return Plan(
+            model,
+            route.name if route is not None else None,
+            tuple(attempts),
+            hedged,
+            cache or attempts[0].model.cache,
+        )
 
     def _entry(self, model_id: str) -> CatalogModel:
         entry = self._catalog.get(model_id)

@@ -244,3 +244,17 @@ async def test_the_cache_is_in_metrics(tmp_path: Path, fake: FakeUpstream) -> No
     assert found["sluice_cache_requests_total", (("outcome", "hit"),)] == 2
     assert found["sluice_cache_entries", ()] == 1 and found["sluice_cache_bytes", ()] > 500
     assert found["sluice_cache_evictions_total", ()] == 0
+
+
+async def test_a_routes_cache_applies_to_requests_naming_the_route(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    route = '[[routes]]\nname = "answers"\nchain = [{ model = "test/m" }]\ncache = { ttl = 60 }\n'
+    uncached = config(fake).replace("cache = { ttl = 600 }\n", "")
+    async with running_gateway(tmp_path, uncached + route) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        by_route = [await ask(gw, key, chat_body(model="answers")) for _ in range(2)]
+        by_model = await ask(gw, key)
+    assert [a.headers["x-sluice-cache"] for a in by_route] == ["miss", "hit"]
+    assert "x-sluice-cache" not in by_model.headers
+    assert len(fake.requests) == 2
