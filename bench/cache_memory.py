@@ -28,12 +28,16 @@ def _answer(n: int, chunks: int, size: int) -> CachedAnswer:
     return CachedAnswer(
         filled_by=f"req_{n:022d}",
         account_id="acct_bench",
-        model_id="fake-model",
-        connection_id="conn_bench",
+        served_as=[
+            "conn_bench",
+            "openai-compatible",
+            "http://127.0.0.1:9001/v1",
+            "fake-model",
+            "fake-model",
+        ],
         tokens=TokenUsage(prompt_tokens=10, completion_tokens=chunks),
         finish_reason="stop",
         tool_calls=[],
-        output_chars=chunks * size,
         batches=batches,
         offsets=[i * 0.001 for i in range(len(batches))],
     )

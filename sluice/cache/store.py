@@ -23,12 +23,12 @@ class CachedAnswer(msgspec.Struct, frozen=True, kw_only=True):
     """The request whose answer it is."""
     account_id: str
     """That request's account (only it is shown ``filled_by``)."""
-    model_id: str
-    connection_id: str
+    served_as: list[str]
+    """The connection and model it came from as then configured: id, provider, base
+    URL, model id, the model's name there."""
     tokens: TokenUsage
     finish_reason: str | None
     tool_calls: list[EmittedCall]
-    output_chars: int
     batches: list[ChunkBatch]
     offsets: list[float]
     """Seconds after the first batch at which each batch came (paced replay)."""

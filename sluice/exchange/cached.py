@@ -24,11 +24,13 @@ from sluice.config import CacheConfig
 from sluice.core.batch import ChunkBatch
 from sluice.core.usage import TokenUsage
 from sluice.errors import ApiError
+from sluice.metering.charges import Rate, cache_rate
 from sluice.providers.base import Repair
 from sluice.providers.normalize import EmittedCall
 from sluice.routing.plan import Attempt, Plan
 from sluice.routing.upstream import UpstreamStream
 from sluice.wire.chat import ChatRequest
+from sluice.wire.chunks import FunctionDelta
 
 if TYPE_CHECKING:
     from sluice.exchange.state import ExchangeState
@@ -36,7 +38,10 @@ if TYPE_CHECKING:
 CACHE_HEADER = "X-Sluice-Cache"
 Outcome = Literal["hit", "miss", "bypass"]
 _UNCACHED = frozenset({"blocked", "redacted", "unavailable", "failed_open"})
-"""Guardrail outcomes after which an answer is not what the model said, or not checked."""
+"""Output guardrail outcomes after which an answer is not what the model said, or was
+not checked."""
+_CUT = frozenset({"length", "content_filter"})
+"""A choice that ended so is not a whole answer."""
 
 
 class CacheNote(msgspec.Struct):
@@ -76,34 +81,77 @@ def looked_up(
 
 
 def _attempt_of(plan: Plan, answer: CachedAnswer) -> Attempt | None:
+    """The plan's attempt the answer came from, as that connection is configured now (a
+    reload that changed its upstream, its provider or the model's name there does not
+    serve the old answers)."""
     for attempt in plan.attempts:
-        target = attempt.target
-        if target.connection.id == answer.connection_id and target.model_id == answer.model_id:
+        if _served_as(attempt) == answer.served_as:
             return attempt
     return None
 
 
+def _served_as(attempt: Attempt) -> list[str]:
+    target = attempt.target
+    conn = target.connection
+    return [conn.id, conn.provider, conn.base_url, target.model_id, target.native_model]
+
+
+def hit_rate(note: CacheNote | None, rate: Rate) -> Rate:
+    """``rate``, or for a hit the cache's share of it."""
+    if note is None or note.outcome != "hit":
+        return rate
+    return cache_rate(rate, note.config.price_share)
+
+
 class Fill:
-    """A miss's stream as the door's encoder receives it, batch by batch."""
+    """A miss's stream as the door's encoder receives it, batch by batch, while it
+    stays within ``most`` characters and whole (no choice cut); past either it is
+    dropped (``spoiled``) and the answer is not kept."""
 
-    __slots__ = ("_clock", "_started", "batches", "offsets")
+    __slots__ = ("_chars", "_clock", "_most", "_started", "batches", "offsets", "spoiled")
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(self, clock: Callable[[], float], most: int) -> None:
         self._clock = clock
+        self._most = most
+        self._chars = 0
         self._started: float | None = None
         self.batches: list[ChunkBatch] = []
         self.offsets: list[float] = []
+        self.spoiled = False
 
     def tap(self, events: Callable[[ChunkBatch], bytes]) -> Callable[[ChunkBatch], bytes]:
         def tapped(batch: ChunkBatch) -> bytes:
-            now = self._clock()
-            if self._started is None:
-                self._started = now
-            self.batches.append(batch)
-            self.offsets.append(now - self._started)
+            if not self.spoiled:
+                self._record(batch)
             return events(batch)
 
         return tapped
+
+    def _record(self, batch: ChunkBatch) -> None:
+        now = self._clock()
+        if self._started is None:
+            self._started = now
+        self._chars += chars_in(batch)
+        if self._chars > self._most or any(c.finish_reason in _CUT for cs in batch for c in cs):
+            self.spoiled = True
+            self.batches, self.offsets = [], []
+            return
+        self.batches.append(batch)
+        self.offsets.append(now - self._started)
+
+
+def chars_in(batch: ChunkBatch) -> int:
+    """Characters of content, reasoning and tool arguments in ``batch``."""
+    count = 0
+    for choices in batch:
+        for choice in choices:
+            delta = choice.delta
+            count += len(delta.content or "") + len(delta.reasoning_content or "")
+            for call in delta.tool_calls or ():
+                function = call.function
+                if isinstance(function, FunctionDelta):
+                    count += len(function.arguments or "")
+    return count
 
 
 def keep(state: ExchangeState, store: AnswerStore) -> bool:
@@ -111,27 +159,36 @@ def keep(state: ExchangeState, store: AnswerStore) -> bool:
     error, no choice cut at ``length``, reported usage) and no guardrail changed or
     skipped it."""
     note, fill, translator, attempt = state.cache, state.fill, state.translator, state.attempt
-    if note is None or note.key is None or fill is None or translator is None:
+    if note is None or note.key is None or fill is None or fill.spoiled or translator is None:
         return False
     usage = translator.usage
     complete = state.completed and state.error is None and state.disconnect is None
     if not complete or attempt is None or usage is None or usage.estimated:
         return False
-    if state.finish_reason() == "length" or any(n.outcome in _UNCACHED for n in state.guardrails):
+    if not _covered(state, attempt) or any(
+        n.stage == "output" and n.outcome in _UNCACHED for n in state.guardrails
+    ):
         return False
     answer = CachedAnswer(
         filled_by=state.request_id,
         account_id=state.principal.account_id,
-        model_id=attempt.target.model_id,
-        connection_id=attempt.target.connection.id,
+        served_as=_served_as(attempt),
         tokens=usage,
         finish_reason=state.finish_reason(),
         tool_calls=translator.emitter.tool_calls(),
-        output_chars=translator.output_chars,
         batches=fill.batches,
         offsets=fill.offsets,
     )
     return store.put(note.key, answer, note.config.ttl)
+
+
+def _covered(state: ExchangeState, attempt: Attempt) -> bool:
+    """Did the cache that applies serve it: not a model's configured fallback, and for
+    a model asked by name, that model (a route's cache covers its targets)?"""
+    plan = state.plan
+    if plan is None or attempt.fallback:
+        return False
+    return plan.route_name is not None or attempt.model.id == plan.attempts[0].model.id
 
 
 def replayed(note: CacheNote, clock: Callable[[], float]) -> UpstreamStream:
@@ -169,8 +226,9 @@ class _Replaying:
             self._started = now
         elif self._paced:
             wait = self._started + self._offsets[self._next] - now
-            if wait > 0:
-                await asyncio.sleep(wait)
+            await asyncio.sleep(max(wait, 0))
+        else:
+            await asyncio.sleep(0)  # the other streams' turn between batches
         self._next += 1
         return b"."
 
@@ -188,18 +246,20 @@ class _Replaying:
 
 
 class _Replay:
-    """The translator's side: each read is the next stored batch; the stored usage."""
+    """The translator's side: each read is the next stored batch; the stored usage at
+    the end (a client that leaves before is charged for what it was sent)."""
 
     failure: ApiError | None = None
 
     def __init__(self, answer: CachedAnswer) -> None:
-        self.usage: TokenUsage | None = answer.tokens
+        self.usage: TokenUsage | None = None
         self._answer = answer
         self._next = 0
+        self._chars = 0
 
     @property
     def output_chars(self) -> int:
-        return self._answer.output_chars
+        return self._chars
 
     @property
     def emitter(self) -> _Replay:
@@ -219,7 +279,9 @@ class _Replay:
     def feed(self, data: bytes) -> ChunkBatch:
         batch = self._answer.batches[self._next]
         self._next += 1
+        self._chars += chars_in(batch)
         return batch
 
     def finish(self) -> ChunkBatch:
+        self.usage = self._answer.tokens
         return []

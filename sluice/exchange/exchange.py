@@ -22,7 +22,7 @@ from sluice.errors import (
     ShuttingDownError,
 )
 from sluice.exchange.admission import admitted, token_subject
-from sluice.exchange.cached import CACHE_HEADER, Fill, keep, looked_up
+from sluice.exchange.cached import CACHE_HEADER, CacheNote, Fill, hit_rate, keep, looked_up
 from sluice.exchange.failures import answer_failure, answer_shutdown, unexpected_failure
 from sluice.exchange.ports import (
     ClientGoneError,
@@ -45,7 +45,7 @@ from sluice.limits.decision import Ticket as LimitTicket
 from sluice.metering.charges import hold_amount, priced_plan, resolve_rate
 from sluice.routing.attempts import AttemptRecord, TryStarted
 from sluice.routing.capabilities import capable_plan, extra_fields
-from sluice.routing.plan import Plan, Planner
+from sluice.routing.plan import Planner
 from sluice.routing.router import circuit_of
 from sluice.storage.base import RequestRecord
 from sluice.wire.chat import ChatRequest
@@ -206,10 +206,11 @@ class Exchange:
         if principal.metered:
             plan = priced_plan(plan, view.prices)
         state.plan = plan
-        self._look_up(state, plan)
+        note = looked_up(req, plan, principal.account_id, self._incoming, services.answers)
+        attempts = plan.attempts if note is None or note.served_as is None else (note.served_as,)
         rates = [
-            (a.model, resolve_rate(a.model, a.target.connection, view.prices))
-            for a in plan.attempts
+            (a.model, hit_rate(note, resolve_rate(a.model, a.target.connection, view.prices)))
+            for a in attempts
         ]
         state.ticket = await services.meter.hold(
             principal,
@@ -217,18 +218,17 @@ class Exchange:
             hold_amount(demand, rates),
             capped=demand.output_ceiling is not None,
         )
+        if note is not None:  # admitted: what the cache does is told now
+            self._cached(state, note)
         return rules.output
 
-    def _look_up(self, state: ExchangeState, plan: Plan) -> None:
+    def _cached(self, state: ExchangeState, note: CacheNote) -> None:
         """The response cache's part, for a model with ``cache`` (docs/cache.md)."""
         services = self.services
-        account_id = state.principal.account_id
-        note = looked_up(state.req, plan, account_id, self._incoming, services.answers)
-        if note is not None:
-            state.cache = note
-            self.headers.append((CACHE_HEADER, note.outcome))
-            if note.outcome == "miss":
-                state.fill = Fill(services.clock)
+        state.cache = note
+        self.headers.append((CACHE_HEADER, note.outcome))
+        if note.outcome == "miss" and services.answers.max_bytes:
+            state.fill = Fill(services.clock, services.answers.max_entry_bytes)
 
     def remember(self, state: ExchangeState, answer: StreamEncoder | bytes) -> None:
         """The answer is complete: the door's memory may keep it."""

@@ -237,6 +237,8 @@ class Metrics:
         families = self._families
         families.answered(*served, record.status).inc()
         families.duration(*served).observe(record.duration_ms / 1000)
+        if record.cache == "hit":
+            return  # a replay's pace is not the connection's
         if record.ttft_ms is not None and record.served_model is not None:
             families.served_ttft(*served).observe(record.ttft_ms / 1000)
         if record.tokens_per_second is not None:

@@ -15,12 +15,10 @@ def answer(text: str) -> CachedAnswer:
     return CachedAnswer(
         filled_by="req_1",
         account_id="acct_1",
-        model_id="m",
-        connection_id="c",
+        served_as=["c", "openai", "http://x", "m", "m"],
         tokens=TokenUsage(prompt_tokens=1, completion_tokens=1),
         finish_reason="stop",
         tool_calls=[],
-        output_chars=len(text),
         batches=[batch],
         offsets=[0.0],
     )

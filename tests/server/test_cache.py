@@ -8,7 +8,8 @@ what is never kept (an error, a `length` cut, a guardrail's change, `no-store`).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -212,18 +213,32 @@ async def test_a_guardrails_change_is_never_kept(tmp_path: Path, fake: FakeUpstr
 async def test_a_rule_added_after_an_answer_was_kept_still_blocks_it(
     tmp_path: Path, fake: FakeUpstream
 ) -> None:
-    path = tmp_path / "sluice.toml"
-    async with running_gateway(tmp_path, config(fake), env=ENV, config_path=path) as gw:
-        key = await metered_key(gw.gateway.store, "team", FUNDS)
-        await ask(gw, key)
+    async with filled_then_reloaded(tmp_path, fake) as (gw, key, changed):
         before = await ask(gw, key)
-        path.write_text(path.read_text() + rule("block"))
-        assert (await reload(gw)).status == 200
+        await changed(lambda text: text + rule("block"))
         after = await ask(gw, key)
     assert before.headers["x-sluice-cache"] == "hit"
     assert contents(before.body) == "".join(PIECES)
     assert after.headers["x-sluice-cache"] == "hit" and len(fake.requests) == 1
     assert b"guardrail_blocked" in after.body and "forty" not in contents(after.body)
+
+
+@asynccontextmanager
+async def filled_then_reloaded(
+    tmp_path: Path, fake: FakeUpstream
+) -> AsyncIterator[tuple[RunningGateway, str, Callable[[Callable[[str], str]], Awaitable[None]]]]:
+    """A gateway whose cache holds the question's answer, a funded key, and a way to
+    change its config file and reload it."""
+    path = tmp_path / "sluice.toml"
+    async with running_gateway(tmp_path, config(fake), env=ENV, config_path=path) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        await ask(gw, key)
+
+        async def changed(edit: Callable[[str], str]) -> None:
+            path.write_text(edit(path.read_text()))
+            assert (await reload(gw)).status == 200
+
+        yield gw, key, changed
 
 
 def rule(action: str) -> str:
@@ -258,3 +273,45 @@ async def test_a_routes_cache_applies_to_requests_naming_the_route(
     assert [a.headers["x-sluice-cache"] for a in by_route] == ["miss", "hit"]
     assert "x-sluice-cache" not in by_model.headers
     assert len(fake.requests) == 2
+
+
+async def test_an_answer_with_any_choice_cut_is_never_kept(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    fake.default = Reply.stream(
+        *(chunk(role="assistant", content="", index=i) for i in (0, 1)),
+        chunk(content="whole", index=0),
+        chunk(content="cut", index=1),
+        chunk(finish="stop", index=0),
+        chunk(finish="length", index=1),
+        chunk(usage=USAGE, choices=False),
+        DONE,
+    )
+    async with running_gateway(tmp_path, config(fake)) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        answers = [await ask(gw, key, chat_body(n=2)) for _ in range(2)]
+    assert [a.headers["x-sluice-cache"] for a in answers] == ["miss", "miss"]
+
+
+async def test_a_free_hit_holds_no_credit(tmp_path: Path, fake: FakeUpstream) -> None:
+    """An account with one nano-dollar cannot cover a miss's hold; a free hit holds
+    nothing."""
+    async with running_gateway(tmp_path, config(fake, '{ scope = "global" }')) as gw:
+        funded = await metered_key(gw.gateway.store, "funded", FUNDS)
+        broke = await metered_key(gw.gateway.store, "broke", 1)
+        refused = await ask(gw, broke)
+        await ask(gw, funded)
+        hit = await ask(gw, broke)
+    assert refused.status == 402 and "x-sluice-cache" not in refused.headers
+    assert hit.status == 200 and hit.headers["x-sluice-cache"] == "hit"
+    assert contents(hit.body) == "".join(PIECES)
+
+
+async def test_a_reload_that_changes_the_upstream_leaves_old_answers_unused(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    async with filled_then_reloaded(tmp_path, fake) as (gw, key, changed):
+        await changed(lambda text: text.replace('conn_fake = "m"', 'conn_fake = "m-2"'))
+        after = [await ask(gw, key) for _ in range(2)]
+    assert [a.headers["x-sluice-cache"] for a in after] == ["miss", "hit"]
+    assert [r.json()["model"] for r in fake.requests] == ["m", "m-2"]
