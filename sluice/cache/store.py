@@ -1,7 +1,7 @@
 """What is kept of an answer, and the process's bounded store of them: least recently
 used answers go first once ``max_bytes`` is reached, each after its time to live.
 Answers are kept encoded (JSON), so ``max_bytes`` bounds the memory they take (the heap
-is about 1.5x it for 2 KB answers: bench/README.md, "The response cache"); a hit
+is about 1.5x it for 2 KB answers: bench/README.md, "Issue 26, first part"); a hit
 decodes its answer."""
 
 from __future__ import annotations
@@ -85,10 +85,6 @@ class AnswerStore:
         self._by_key[key] = _Kept(encoded, self._clock() + ttl)
         self.bytes += size
         return True
-
-    def forget(self, key: str) -> None:
-        if key in self._by_key:
-            self._drop(key)
 
     def _drop(self, key: str) -> None:
         self.bytes -= len(self._by_key.pop(key).encoded)

@@ -302,8 +302,12 @@ class Exchange:
     def _timed(self, state: ExchangeState, tokens: int, duration: float) -> None:
         """A stream read whole on a ``fastest`` model: its pace feeds the estimates."""
         served, first = state.attempt, state.first_token
-        replayed = state.cache is not None and state.cache.outcome == "hit"
-        if served is not None and served.model.fastest and first is not None and not replayed:
+        if (
+            served is not None
+            and served.model.fastest
+            and first is not None
+            and not state.replaying
+        ):
             self.services.router.speeds.streamed(circuit_of(served), tokens, duration - first)
 
     def _live_record(self) -> RequestRecord:

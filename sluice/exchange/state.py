@@ -21,8 +21,9 @@ from sluice.core.tally import Tally
 from sluice.core.tokens import estimate_prompt_tokens, tokens_for_chars
 from sluice.core.usage import Price, TokenUsage
 from sluice.errors import ApiError, ShuttingDownError
+from sluice.exchange.cached import hit_rate
 from sluice.guardrails.rule import Note
-from sluice.metering.charges import Rate, as_priced, cache_rate, charge, resolve_rate
+from sluice.metering.charges import Rate, as_priced, charge, resolve_rate
 from sluice.metering.meter import Ticket
 from sluice.metering.pricing import priced_usage
 from sluice.providers.base import ParsedCompletion, Repair, StreamTranslator
@@ -118,9 +119,7 @@ class ExchangeState:
         it (id, model, provider, connection, route)."""
         self.attempt = attempt
         conn = attempt.target.connection
-        self.rate = resolve_rate(attempt.model, conn, self.prices)
-        if self.cache is not None and self.cache.outcome == "hit":
-            self.rate = cache_rate(self.rate, self.cache.config.price_share)
+        self.rate = hit_rate(self.cache, resolve_rate(attempt.model, conn, self.prices))
         return StreamIdentity(
             id=self.request_id,
             created=self.created,
@@ -130,6 +129,11 @@ class ExchangeState:
             route=attempt.position,
             route_name=None if self.plan is None else self.plan.route_name,
         )
+
+    @property
+    def replaying(self) -> bool:
+        """Served from the response cache (a hit)."""
+        return self.cache is not None and self.cache.outcome == "hit"
 
     def tokens(self) -> TokenUsage | None:
         """Usage so far: the provider's, else our estimate; None before any attempt.

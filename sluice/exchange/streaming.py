@@ -145,7 +145,7 @@ async def _open(ex: Exchange, state: ExchangeState) -> UpstreamStream:
     """Failover until one attempt produced its first event."""
     services = ex.services
     assert state.plan is not None
-    if state.cache is not None and state.cache.outcome == "hit":
+    if state.cache is not None and state.replaying:
         upstream = replayed(state.cache, services.clock)
         await upstream.open(0)
     else:
