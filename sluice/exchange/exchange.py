@@ -22,7 +22,14 @@ from sluice.errors import (
     ShuttingDownError,
 )
 from sluice.exchange.admission import admitted, token_subject
-from sluice.exchange.cached import CACHE_HEADER, CacheNote, Fill, hit_rate, keep, looked_up
+from sluice.exchange.cached import (
+    CACHE_HEADER,
+    Asker,
+    held_rate,
+    landed,
+    looked_up,
+    refused,
+)
 from sluice.exchange.failures import answer_failure, answer_shutdown, unexpected_failure
 from sluice.exchange.ports import (
     ClientGoneError,
@@ -206,29 +213,30 @@ class Exchange:
         if principal.metered:
             plan = priced_plan(plan, view.prices)
         state.plan = plan
-        note = looked_up(req, plan, principal.account_id, self._incoming, services.answers)
+        asker = Asker(state.request_id, principal.account_id, rules.output)
+        note = looked_up(
+            req, plan, asker, self._incoming, store=services.answers, flights=services.flights
+        )
         attempts = plan.attempts if note is None or note.served_as is None else (note.served_as,)
         rates = [
-            (a.model, hit_rate(note, resolve_rate(a.model, a.target.connection, view.prices)))
+            (a.model, held_rate(note, resolve_rate(a.model, a.target.connection, view.prices)))
             for a in attempts
         ]
-        state.ticket = await services.meter.hold(
-            principal,
-            state.request_id,
-            hold_amount(demand, rates),
-            capped=demand.output_ceiling is not None,
-        )
+        try:
+            state.ticket = await services.meter.hold(
+                principal,
+                state.request_id,
+                hold_amount(demand, rates),
+                capped=demand.output_ceiling is not None,
+            )
+        except BaseException:
+            if note is not None:
+                refused(note, services.flights)
+            raise
         if note is not None:  # admitted: what the cache does is told now
-            self._cached(state, note)
+            state.cache, state.flight = note, note.leading
+            self.headers.append((CACHE_HEADER, note.outcome))
         return rules.output
-
-    def _cached(self, state: ExchangeState, note: CacheNote) -> None:
-        """The response cache's part, for a model with ``cache`` (docs/cache.md)."""
-        services = self.services
-        state.cache = note
-        self.headers.append((CACHE_HEADER, note.outcome))
-        if note.outcome == "miss" and services.answers.max_bytes:
-            state.fill = Fill(services.clock, services.answers.max_entry_bytes)
 
     def remember(self, state: ExchangeState, answer: StreamEncoder | bytes) -> None:
         """The answer is complete: the door's memory may keep it."""
@@ -278,8 +286,7 @@ class Exchange:
                 else (served.target.model_id, served.target.connection.provider),
             )
         duration = services.clock() - state.started
-        if state.fill is not None:
-            keep(state, services.answers)
+        landed(state, services.flights, services.answers)
         if state.completed and state.req.stream is True and tokens is not None:
             self._timed(state, tokens.completion_tokens, duration)
         self.record = request_record(

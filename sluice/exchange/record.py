@@ -89,9 +89,9 @@ def request_record(
     if state.plan is not None:
         rec.route_name = state.plan.route_name
     if state.cache is not None:
-        rec.cache, answer = state.cache.outcome, state.cache.answer
-        if answer is not None and answer.account_id == state.principal.account_id:
-            rec.cache_filled_by = answer.filled_by  # another account's request stays unseen
+        rec.cache, source = state.cache.outcome, state.cache.filled_by
+        if source is not None and source[1] == state.principal.account_id:
+            rec.cache_filled_by = source[0]  # another account's request stays unseen
     served = state.attempt
     if served is not None:
         conn = served.target.connection

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sluice.cache.flight import Flights
 from sluice.cache.store import AnswerStore
 from sluice.config import LimitsConfig, LimitSpec
 from sluice.core.principal import Allowance, Principal
@@ -26,6 +27,7 @@ class Services:
     __slots__ = (
         "answers",
         "clock",
+        "flights",
         "guardrails",
         "keepalive_interval",
         "limiter",
@@ -61,6 +63,7 @@ class Services:
         max_json_depth: int,
         telemetry: Telemetry = NO_TELEMETRY,
         answers: AnswerStore | None = None,
+        flights: Flights | None = None,
     ) -> None:
         self.router = router
         self.tenants = tenants
@@ -82,6 +85,8 @@ class Services:
         """Tracing (``[telemetry]``): the gateway's, or the no-op when it is off."""
         self.answers = answers if answers is not None else AnswerStore(0, 1024, clock)
         """The response cache's store (docs/cache.md), the process's."""
+        self.flights = flights if flights is not None else Flights(clock)
+        """Cacheable misses streaming now, joined by identical requests."""
 
     def limit_subject(self, principal: Principal) -> Subject | None:
         """The limits that apply to a caller; None when none do (no limiter call)."""

@@ -34,7 +34,8 @@ from sluice.wire.chunks import Usage
 from sluice.wire.encode import StreamIdentity
 
 if TYPE_CHECKING:
-    from sluice.exchange.cached import CacheNote, Fill
+    from sluice.cache.flight import Flight
+    from sluice.exchange.cached import CacheNote
 
 _CUT_CODES = frozenset({"stream_incomplete", "upstream_disconnected"})
 
@@ -62,8 +63,8 @@ class ExchangeState:
         "created",
         "disconnect",
         "error",
-        "fill",
         "first_token",
+        "flight",
         "guardrails",
         "omitted_tools",
         "plan",
@@ -111,8 +112,9 @@ class ExchangeState:
         self.guardrails: list[Note] = []  # what guardrails did, for the request log
         self.cache: CacheNote | None = None
         """What the response cache did (a model with ``cache``), else None."""
-        self.fill: Fill | None = None
-        """A cache miss's stream, recorded to be kept at settlement."""
+        self.flight: Flight | None = None
+        """A cache miss's stream as it runs: joined by identical requests, kept at
+        settlement when it qualifies."""
 
     def serve(self, attempt: Attempt) -> StreamIdentity:
         """The attempt that answers; its rate applies. Returns what the response says of

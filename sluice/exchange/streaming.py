@@ -20,14 +20,16 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from sluice.cache.flight import Flight
 from sluice.core.batch import ChunkBatch
 from sluice.core.tally import Tally
 from sluice.core.tokens import estimate_prompt_tokens
 from sluice.errors import ApiError
-from sluice.exchange.cached import replayed
+from sluice.exchange.cached import finished, unjoined
 from sluice.exchange.keepalive import KeepAlive
 from sluice.exchange.ports import ClientGoneError, StreamEncoder
 from sluice.exchange.relay import End, Resumption, Write
+from sluice.exchange.replay import replay
 from sluice.exchange.state import ExchangeState
 from sluice.guardrails.checks import OutputGuard
 from sluice.guardrails.selection import RuleSet
@@ -60,12 +62,12 @@ async def _stream(
     headers: list[tuple[str, str]],
     resume: Resumption | None,
 ) -> None:
-    upstream = await _open(ex, state)
+    upstream = await _open(ex, state, headers)
     encoder = ex.door.stream_encoder(
         state.serve(upstream.attempt), lambda: _opening(state), state.req
     )
     writer, metrics = ex.writer, ex.services.metrics
-    events = encoder.events if state.fill is None else state.fill.tap(encoder.events)
+    events, flight = encoder.events, state.flight
     write: Write = writer.write
     end: End = writer.end
     if resume is not None:
@@ -77,6 +79,8 @@ async def _stream(
     metrics.streams.inc()
     try:
         first = upstream.take_first()
+        if flight is not None:
+            flight.record(first)
         if guard is not None:
             first = await guard.filter(first)
             if upstream.ended:
@@ -89,7 +93,7 @@ async def _stream(
         if not upstream.ended:
             await write(pending)
             pending = b""
-            await _pump(upstream, guard, write, events)
+            await _pump(upstream, guard, write, events, flight)
     except ApiError as err:
         upstream.close()
         await end(pending + _failed(state, encoder, err), close=True)
@@ -109,8 +113,11 @@ async def _stream(
 
 
 def _failed(state: ExchangeState, encoder: StreamEncoder, err: ApiError) -> bytes:
-    """The error event ending a stream that began (with the usage so far, if asked)."""
+    """The error event ending a stream that began (with the usage so far, if asked);
+    the same for the requests that joined it."""
     state.error = err
+    if state.flight is not None:
+        state.flight.failed(err)
     tally = state.tally(cut=True, credits=False) if state.req.include_usage else None
     return encoder.failure(err, tally)
 
@@ -119,6 +126,7 @@ def _ended(ex: Exchange, state: ExchangeState, encoder: StreamEncoder) -> bytes:
     """A stream read to its end: complete, kept by a door that remembers; its usage
     (if asked) and end marker."""
     state.completed = True
+    finished(state)
     include = state.req.include_usage
     ending = encoder.ending(state.tally(cut=False, credits=True) if include else None)
     ex.remember(state, encoder)
@@ -141,17 +149,26 @@ def _opening(state: ExchangeState) -> Tally | None:
     return None if tokens is None or usage is None else Tally(usage, tokens.cache_write_tokens)
 
 
-async def _open(ex: Exchange, state: ExchangeState) -> UpstreamStream:
-    """Failover until one attempt produced its first event."""
+async def _open(
+    ex: Exchange, state: ExchangeState, headers: list[tuple[str, str]]
+) -> UpstreamStream:
+    """Failover until one attempt produced its first event; a cache hit's replay, or
+    the stream of the identical request it joined (when that one was left before its
+    first event, a miss going upstream itself: ``headers`` say so)."""
     services = ex.services
     assert state.plan is not None
-    if state.cache is not None and state.replaying:
-        upstream = replayed(state.cache, services.clock)
-        await upstream.open(0)
-    else:
+    upstream = None
+    note = state.cache
+    if note is not None and state.replaying:
+        upstream = await replay(note, services.clock)
+        if upstream is None:
+            state.cache = unjoined(note, (ex.headers, headers))
+    if upstream is None:
         upstream = await services.router.open_stream(
             state.req, state.plan, state.attempts, ex.traced
         )
+        if state.flight is not None:
+            state.flight.opened(upstream.attempt)
     state.translator = upstream.translator
     state.first_token = services.clock() - state.started
     state.sent = True
@@ -164,16 +181,19 @@ async def _pump(
     guard: OutputGuard | None,
     write: Callable[[bytes], Awaitable[None]],
     events: Callable[[ChunkBatch], bytes],
+    flight: Flight | None,
 ) -> None:
-    """After the first event: straight from translator to encoder, or through the guard."""
+    """After the first event: straight from translator to encoder, or through the guard;
+    a led flight records each batch as the translator gives it."""
     if guard is None:
 
         async def sink(batch: ChunkBatch) -> None:
             await write(events(batch))
 
-        await upstream.pump(sink)
+        await upstream.pump(sink if flight is None else _recorded(flight, sink))
         return
-    await upstream.pump(_guarded(guard, write, events))
+    guarded = _guarded(guard, write, events)
+    await upstream.pump(guarded if flight is None else _recorded(flight, guarded))
     tail = await guard.finish()
     if tail:
         await write(events(tail))
@@ -197,23 +217,50 @@ def _guarded(
     return sink
 
 
+def _recorded(flight: Flight, sink: Sink) -> Sink:
+    async def recorded(batch: ChunkBatch) -> None:
+        flight.record(batch)
+        await sink(batch)
+
+    return recorded
+
+
 def _client_left(ex: Exchange, state: ExchangeState, upstream: UpstreamStream) -> None:
-    """Mid-stream disconnect: close the upstream call, or read it on unsent (``drain``)."""
-    drain = upstream.attempt.target.connection.on_disconnect == "drain" and not upstream.ended
-    if not drain or not ex.drain(lambda: _drain(state, upstream)):
+    """Mid-stream disconnect: close the upstream call, or read it on unsent (``drain``,
+    or while requests that joined it still read)."""
+    drains = upstream.attempt.target.connection.on_disconnect == "drain"
+    joined = state.flight is not None and not state.flight.deserted
+    read_on = (drains or joined) and not upstream.ended
+    if not read_on or not ex.drain(lambda: _drain(state, upstream, drains)):
         upstream.close()
 
 
-async def _drain(state: ExchangeState, upstream: UpstreamStream) -> None:
+async def _drain(state: ExchangeState, upstream: UpstreamStream, drains: bool) -> None:
+    """Read on unsent, recorded for the requests that joined (on a connection that does
+    not drain, until none of them reads)."""
+    flight = state.flight
+    sink = _unsent if flight is None else _read_on(flight, until_deserted=not drains)
     try:
-        await upstream.pump(_unsent)
+        await upstream.pump(sink)
     except ApiError as err:
         state.error = err
+        if flight is not None:
+            flight.failed(err)
         return
     except BaseException:
         upstream.close()
         raise
     state.completed = True
+    finished(state)
+
+
+def _read_on(flight: Flight, *, until_deserted: bool) -> Sink:
+    async def record(batch: ChunkBatch) -> None:
+        if until_deserted and flight.deserted:
+            raise asyncio.CancelledError  # nobody reads: the upstream call stops here
+        flight.record(batch)
+
+    return record
 
 
 async def _unsent(batch: ChunkBatch) -> None:
@@ -281,7 +328,7 @@ async def _into_relay(
             raise _OverflowedError
 
     try:
-        await _pump(upstream, guard, keep, encoder.events)
+        await _pump(upstream, guard, keep, encoder.events, state.flight)
     except ApiError as err:
         upstream.close()
         relay.stamp(_failed(state, encoder, err))
