@@ -55,7 +55,7 @@ class CacheNote(msgspec.Struct):
     served_as: Attempt | None = None
 
 
-def looked_up(
+async def looked_up(
     req: ChatRequest,
     plan: Plan,
     account_id: str,
@@ -73,7 +73,7 @@ def looked_up(
         return CacheNote("bypass", config)
     scope = account_id if config.scope == "account" else "global"
     key = cache_key(req, plan, scope)
-    answer = None if "no-cache" in control else store.get(key)
+    answer = None if "no-cache" in control else await store.get(key)
     attempt = None if answer is None else _attempt_of(plan, answer)
     if answer is None or attempt is None:
         return CacheNote("miss", config, key)

@@ -206,7 +206,7 @@ class Exchange:
         if principal.metered:
             plan = priced_plan(plan, view.prices)
         state.plan = plan
-        note = looked_up(req, plan, principal.account_id, self._incoming, services.answers)
+        note = await looked_up(req, plan, principal.account_id, self._incoming, services.answers)
         attempts = plan.attempts if note is None or note.served_as is None else (note.served_as,)
         rates = [
             (a.model, hit_rate(note, resolve_rate(a.model, a.target.connection, view.prices)))

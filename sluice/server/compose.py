@@ -116,7 +116,7 @@ class _Lasting:
         )
         self.limiter = _limiter(settings, clock)
         cache = settings.cache
-        self.answers = AnswerStore(cache.max_bytes, cache.max_entry_bytes, clock)
+        self.answers = AnswerStore.in_memory(cache.max_bytes, cache.max_entry_bytes, clock)
         self.metrics = Metrics(self.breaker, clock, frozenset(), self.speeds, self.answers)
         self.tasks = Tasks(clock, metering.hold_ttl)
         self.repeats = RepeatLog(self.log, clock)
