@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from openai import AsyncOpenAI
+from redis.asyncio import Redis
 
 from sluice.server.lifecycle import RunningGateway
 from sluice.storage.redis_answers import RedisAnswers
 from tests.server.test_cache import FUNDS, PIECES, ask, config, fake, row
 from tests.server.test_metrics_mix import samples
-from tests.server.test_relay_shared import shared
+from tests.server.test_relay_shared import REDIS, shared
 from tests.server.test_reload import ADMIN, ENV
 from tests.support.accounts import metered_key
 from tests.support.databases import fresh_postgres
@@ -34,13 +35,19 @@ __all__ = ["fake"]
 async def two(tmp_path: Path, fake: FakeUpstream) -> AsyncIterator[tuple[RunningGateway, ...]]:
     """Two gateways sharing a fresh database and a Redis key prefix of their own."""
     prefix = f"sluice-test:{uuid.uuid4().hex}:"
-    async with fresh_postgres() as dsn:
-        text = shared(dsn, prefix) + config(fake)
-        async with (
-            running_gateway(tmp_path / "a", text, env=ENV) as a,
-            running_gateway(tmp_path / "b", text, env=ENV) as b,
-        ):
-            yield a, b
+    try:
+        async with fresh_postgres() as dsn:
+            text = shared(dsn, prefix) + config(fake)
+            async with (
+                running_gateway(tmp_path / "a", text, env=ENV) as a,
+                running_gateway(tmp_path / "b", text, env=ENV) as b,
+            ):
+                yield a, b
+    finally:
+        client = Redis.from_url(REDIS)
+        async for name in client.scan_iter(match=prefix + "*"):
+            await client.delete(name)
+        await client.aclose()
 
 
 async def kept(gw: RunningGateway, count: int) -> None:
