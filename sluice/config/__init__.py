@@ -243,8 +243,8 @@ class LimitsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     Shared through Redis when ``redis_url`` is set, else kept in this process."""
 
     redis_url: str | None = None
-    """Share the limits and the circuit breakers between processes; None: each process
-    keeps its own."""
+    """Share the limits, the circuit breakers and the response cache's answers between
+    processes; None: each process keeps its own."""
     key_prefix: str = "sluice:rl:"
     """The Redis keys' prefix, for a Redis shared with other programs."""
     key: LimitSpec | None = None

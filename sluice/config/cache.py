@@ -24,10 +24,12 @@ class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class CacheStoreConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """``[cache]``: the bounds of the process's answer store (least recently used
-    answers are evicted first)."""
+    """``[cache]``: the bounds of the answer store (least recently used answers are
+    evicted first): the process's, or with ``[limits] redis_url`` the one every process
+    shares in Redis."""
 
     max_bytes: Annotated[int, msgspec.Meta(ge=0)] = 64 * 1024 * 1024
-    """The answers one process keeps, in bytes (0: none are kept)."""
+    """The answers kept, in bytes: by one process, or with ``redis_url`` by all of them
+    in Redis (0: none are kept)."""
     max_entry_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 1024 * 1024
     """The largest answer kept; a longer one is served but not stored."""

@@ -76,7 +76,7 @@ class Asker(NamedTuple):
     output_rules: object
 
 
-def looked_up(
+async def looked_up(
     req: ChatRequest,
     plan: Plan,
     asker: Asker,
@@ -98,7 +98,7 @@ def looked_up(
     scope = asker.account_id if config.scope == "account" else "global"
     key = cache_key(req, plan, scope)
     if "no-cache" not in control:
-        answer = store.get(key)
+        answer = await store.get(key)
         attempt = None if answer is None else _attempt_of(plan, answer)
         if answer is not None and attempt is not None:
             return CacheNote("hit", config, key, answer, attempt)

@@ -214,7 +214,7 @@ class Exchange:
             plan = priced_plan(plan, view.prices)
         state.plan = plan
         asker = Asker(state.request_id, principal.account_id, rules.output)
-        note = looked_up(
+        note = await looked_up(
             req, plan, asker, self._incoming, store=services.answers, flights=services.flights
         )
         attempts = plan.attempts if note is None or note.served_as is None else (note.served_as,)

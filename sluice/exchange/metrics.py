@@ -72,15 +72,20 @@ class _Stored(Collector):
         self._answers = answers
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        answers = self._answers
-        yield GaugeMetricFamily("sluice_cache_entries", "Answers the cache keeps.", len(answers))
+        kept = self._answers.kept
         yield GaugeMetricFamily(
-            "sluice_cache_bytes", "Bytes of the answers the cache keeps.", answers.bytes
+            "sluice_cache_entries",
+            "Answers the cache keeps (a store shared through Redis: all processes', as "
+            "this one last saw it).",
+            kept.entries,
+        )
+        yield GaugeMetricFamily(
+            "sluice_cache_bytes", "Bytes of the answers the cache keeps.", kept.kept_bytes
         )
         yield CounterMetricFamily(
             "sluice_cache_evictions",
-            "Answers dropped to make room (least recently used first).",
-            answers.evictions,
+            "Answers this process dropped to make room (least recently used first).",
+            kept.evictions,
         )
 
 

@@ -83,7 +83,7 @@ class Services:
         self.max_json_depth = max_json_depth
         self.telemetry = telemetry
         """Tracing (``[telemetry]``): the gateway's, or the no-op when it is off."""
-        self.answers = answers if answers is not None else AnswerStore(0, 1024, clock)
+        self.answers = answers if answers is not None else AnswerStore.in_memory(0, 1024, clock)
         """The response cache's store (docs/cache.md), the process's."""
         self.flights = flights if flights is not None else Flights(clock)
         """Cacheable misses streaming now, joined by identical requests."""

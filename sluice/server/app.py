@@ -79,7 +79,8 @@ _QUICK = frozenset(
 
 
 class Shared(Protocol):
-    """What this process shares with the others on one Redis (circuits, estimates)."""
+    """What this process shares with the others on one Redis (circuits, estimates, the
+    response cache's answers)."""
 
     async def start(self) -> None: ...
 

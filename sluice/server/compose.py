@@ -45,7 +45,9 @@ from sluice.server.intake import Limits
 from sluice.server.models import model_list
 from sluice.server.reload import Reloader, SettingsSource
 from sluice.settings import Settings
+from sluice.storage.answers import MemoryAnswers
 from sluice.storage.base import Store
+from sluice.storage.redis_answers import RedisAnswers
 from sluice.storage.redis_mirror import RedisMirror
 from sluice.storage.writer import WriteBehind
 from sluice.transport.http import HttpTransport
@@ -85,14 +87,16 @@ class _Lasting:
             routing.breaker_failures, routing.breaker_cooldown, routing.max_retry_after
         )
         self.speeds = Speeds()
-        self.routing_shares: list[BreakerShare | SpeedShare] = []
+        self.shares: list[BreakerShare | SpeedShare | RedisAnswers] = []
         self.mirror = None
+        cache, shared = settings.cache, None
         redis_url, prefix = settings.limits.redis_url, settings.limits.key_prefix
         if redis_url:
             breakers = BreakerShare.from_url(redis_url, prefix, self.breaker, clock)
             self.breaker.on_open = breakers.opened
             speeds = SpeedShare.from_url(redis_url, prefix, self.speeds)
-            self.routing_shares = [breakers, speeds]
+            shared = RedisAnswers.from_url(redis_url, prefix, cache.max_bytes, clock)
+            self.shares = [breakers, speeds, shared]
             self.mirror = RedisMirror.from_url(redis_url, prefix)
         escrow = None
         if metering.reserve:
@@ -116,8 +120,8 @@ class _Lasting:
             escrow=escrow,
         )
         self.limiter = _limiter(settings, clock)
-        cache = settings.cache
-        self.answers = AnswerStore(cache.max_bytes, cache.max_entry_bytes, clock)
+        kept = shared or MemoryAnswers(cache.max_bytes, clock)
+        self.answers = AnswerStore(kept, cache.max_entry_bytes)
         self.flights = Flights(clock)
         self.metrics = Metrics(self.breaker, clock, frozenset(), self.speeds, self.answers)
         self.tasks = Tasks(clock, metering.hold_ttl)
@@ -207,7 +211,7 @@ def create_app(
         reloader=None if source is None else Reloader(source, build),
         store=store,
         transport=lasting.transport,
-        shares=lasting.routing_shares,
+        shares=lasting.shares,
         mirror=lasting.mirror,
         vault=lasting.vault,
         seal=lasting.seal,
