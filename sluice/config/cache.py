@@ -8,6 +8,19 @@ from typing import Annotated, Literal
 import msgspec
 
 
+class SemanticConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A cache's ``semantic`` table: a request whose last user turn is close enough to a
+    kept one's is served its answer (docs/cache.md#semantic-cache)."""
+
+    embedding_model: str
+    """The catalog id of the model that embeds the last user turns (it must declare
+    ``embeddings = true`` and be served by one of the operator's connections)."""
+    threshold: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.95
+    """The least cosine similarity of two last user turns that is a hit."""
+    tools: bool = False
+    """Serve requests that offer tools too (their answers may call them)."""
+
+
 class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A model's ``cache``: its complete streamed answers are kept and served again to
     the same request (docs/cache.md#what-is-the-same-request)."""
