@@ -34,6 +34,9 @@ class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A hit streams at once, or at the pace the answer first came."""
     price_share: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
     """The share of the model's price a hit is charged (0: free)."""
+    semantic: SemanticConfig | None = None
+    """Hits by meaning as well: ``{ embedding_model = "...", threshold = 0.95 }``;
+    None: only the same request hits."""
 
 
 class CacheStoreConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -44,3 +47,6 @@ class CacheStoreConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The answers one process keeps, in bytes (0: none are kept)."""
     max_entry_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 1024 * 1024
     """The largest answer kept; a longer one is served but not stored."""
+    max_vector_bytes: Annotated[int, msgspec.Meta(ge=0)] = 16 * 1024 * 1024
+    """The semantic cache's vectors one process keeps, at 8 bytes a dimension (least
+    recently asked first out)."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 import msgspec
 
 from sluice.cache.key import cache_key
+from sluice.cache.semantic import Probe
 from sluice.cache.store import AnswerStore, CachedAnswer
 from sluice.config import CacheConfig
 from sluice.core.batch import ChunkBatch
@@ -53,6 +54,8 @@ class CacheNote(msgspec.Struct):
     key: str | None = None
     answer: CachedAnswer | None = None
     served_as: Attempt | None = None
+    probe: Probe | None = None
+    """The semantic cache's look at it (docs/cache.md#semantic-cache), when it had one."""
 
 
 def looked_up(
@@ -74,13 +77,13 @@ def looked_up(
     scope = account_id if config.scope == "account" else "global"
     key = cache_key(req, plan, scope)
     answer = None if "no-cache" in control else store.get(key)
-    attempt = None if answer is None else _attempt_of(plan, answer)
+    attempt = None if answer is None else attempt_of(plan, answer)
     if answer is None or attempt is None:
         return CacheNote("miss", config, key)
     return CacheNote("hit", config, key, answer, attempt)
 
 
-def _attempt_of(plan: Plan, answer: CachedAnswer) -> Attempt | None:
+def attempt_of(plan: Plan, answer: CachedAnswer) -> Attempt | None:
     """The plan's attempt the answer came from, as that connection is configured now (a
     reload that changed its upstream, its provider or the model's name there does not
     serve the old answers)."""

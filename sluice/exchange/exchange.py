@@ -34,6 +34,7 @@ from sluice.exchange.ports import (
 )
 from sluice.exchange.record import request_record
 from sluice.exchange.refusals import REFUSAL_STATUSES, held
+from sluice.exchange.semantic import indexed, similar
 from sluice.exchange.services import Services
 from sluice.exchange.state import ExchangeState
 from sluice.exchange.telemetry import RequestTrace
@@ -207,6 +208,7 @@ class Exchange:
             plan = priced_plan(plan, view.prices)
         state.plan = plan
         note = looked_up(req, plan, principal.account_id, self._incoming, services.answers)
+        note = await similar(services, state, note, self._incoming)
         attempts = plan.attempts if note is None or note.served_as is None else (note.served_as,)
         rates = [
             (a.model, hit_rate(note, resolve_rate(a.model, a.target.connection, view.prices)))
@@ -278,8 +280,8 @@ class Exchange:
                 else (served.target.model_id, served.target.connection.provider),
             )
         duration = services.clock() - state.started
-        if state.fill is not None:
-            keep(state, services.answers)
+        if state.fill is not None and keep(state, services.answers):
+            indexed(state.cache, services.vectors)
         if state.completed and state.req.stream is True and tokens is not None:
             self._timed(state, tokens.completion_tokens, duration)
         self.record = request_record(

@@ -92,6 +92,9 @@ def request_record(
         rec.cache, answer = state.cache.outcome, state.cache.answer
         if answer is not None and answer.account_id == state.principal.account_id:
             rec.cache_filled_by = answer.filled_by  # another account's request stays unseen
+        probe = state.cache.probe
+        if probe is not None:
+            rec.cache_similarity, rec.cache_embedding_ms = probe.similarity, probe.embedding_ms
     served = state.attempt
     if served is not None:
         conn = served.target.connection

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sluice.cache.semantic import VectorIndex
 from sluice.cache.store import AnswerStore
 from sluice.config import LimitsConfig, LimitSpec
 from sluice.core.principal import Allowance, Principal
@@ -40,6 +41,7 @@ class Services:
         "tasks",
         "telemetry",
         "tenants",
+        "vectors",
     )
 
     def __init__(
@@ -61,6 +63,7 @@ class Services:
         max_json_depth: int,
         telemetry: Telemetry = NO_TELEMETRY,
         answers: AnswerStore | None = None,
+        vectors: VectorIndex | None = None,
     ) -> None:
         self.router = router
         self.tenants = tenants
@@ -82,6 +85,8 @@ class Services:
         """Tracing (``[telemetry]``): the gateway's, or the no-op when it is off."""
         self.answers = answers if answers is not None else AnswerStore(0, 1024, clock)
         """The response cache's store (docs/cache.md), the process's."""
+        self.vectors = vectors if vectors is not None else VectorIndex(0)
+        """The semantic cache's vectors of the kept answers (docs/cache.md), the process's."""
 
     def limit_subject(self, principal: Principal) -> Subject | None:
         """The limits that apply to a caller; None when none do (no limiter call)."""

@@ -16,6 +16,7 @@ import msgspec
 from sluice import __version__
 from sluice.accounts.sealing import AccountSeal
 from sluice.accounts.vault import Vault
+from sluice.cache.semantic import VectorIndex
 from sluice.cache.store import AnswerStore
 from sluice.exchange.metrics import Metrics
 from sluice.exchange.refusals import RepeatLog, Tarpit
@@ -117,6 +118,7 @@ class _Lasting:
         self.limiter = _limiter(settings, clock)
         cache = settings.cache
         self.answers = AnswerStore(cache.max_bytes, cache.max_entry_bytes, clock)
+        self.vectors = VectorIndex(cache.max_vector_bytes)
         self.metrics = Metrics(self.breaker, clock, frozenset(), self.speeds, self.answers)
         self.tasks = Tasks(clock, metering.hold_ttl)
         self.repeats = RepeatLog(self.log, clock)
@@ -171,6 +173,7 @@ def _generation(lasting: _Lasting, settings: Settings) -> Generation:
         max_json_depth=server.max_json_depth,
         telemetry=lasting.telemetry,
         answers=lasting.answers,
+        vectors=lasting.vectors,
     )
     models = msgspec.json.encode(model_list(catalog, tenants.shared.planner, settings.routes))
     return Generation(settings, services, catalog, models)
