@@ -25,6 +25,7 @@ from sluice.exchange.embedding import EMBEDDING_NEEDS
 from sluice.exchange.services import Services
 from sluice.exchange.state import ExchangeState
 from sluice.routing.capabilities import capable_plan
+from sluice.routing.plan import Plan
 
 _log = logging.getLogger("sluice.cache")
 
@@ -44,20 +45,26 @@ async def similar(
     if text is None:
         return note
     started = services.clock()
-    vector = await _embedded(services, semantic.embedding_model, text)
+    vector, tokens = await _embedded(services, semantic.embedding_model, text)
+    took = services.clock() - started
+    services.metrics.cache_embedded(semantic.embedding_model, took, tokens)
     if vector is None:
         return note
     account = state.principal.account_id
     scope = account if note.config.scope == "account" else "global"
-    probe = Probe(
-        semantic_key(state.req, plan, scope, semantic),
-        vector,
-        embedding_ms=round((services.clock() - started) * 1000, 3),
-    )
-    for similarity, key in services.vectors.nearest(probe, semantic.threshold):
-        answer = services.answers.get(key)
+    probe = Probe(semantic_key(state.req, plan, scope, semantic), vector, round(took * 1000, 3))
+    return _nearest(services, plan, note, probe, semantic.threshold)
+
+
+def _nearest(
+    services: Services, plan: Plan, note: CacheNote, probe: Probe, threshold: float
+) -> CacheNote:
+    """A hit on the most similar kept answer at or above ``threshold`` that the plan
+    still serves (vectors of answers gone are dropped), else the miss with its probe."""
+    for similarity, answer_key in services.vectors.nearest(probe, threshold):
+        answer = services.answers.get(answer_key)
         if answer is None:
-            services.vectors.forget(probe.key, key)
+            services.vectors.forget(probe.key, answer_key)
             continue
         attempt = attempt_of(plan, answer)
         if attempt is not None:
@@ -66,21 +73,19 @@ async def similar(
     return msgspec.structs.replace(note, probe=probe)
 
 
-async def _embedded(services: Services, model: str, text: str) -> list[float] | None:
-    """``text``'s vector from ``model`` on the operator's connections; None when that
-    failed (logged, and counted as ``failed``)."""
-    started = services.clock()
+async def _embedded(
+    services: Services, model: str, text: str
+) -> tuple[list[float], int] | tuple[None, None]:
+    """``text``'s vector from ``model`` on the operator's connections, and the tokens
+    it took; (None, None) when the call failed (logged)."""
     try:
         plan = capable_plan(services.tenants.shared.planner.plan(model), EMBEDDING_NEEDS)
         done = await services.router.embed(EmbedCall(texts=(text,)), plan, [])
     except ApiError as err:
-        services.metrics.cache_embedded(model, services.clock() - started, None)
         _log.warning("semantic cache: not embedded by %s (%s)", model, err.code or err.type)
-        return None
+        return None, None
     reported = done.result.prompt_tokens
-    tokens = tokens_for_chars(len(text)) if reported is None else reported
-    services.metrics.cache_embedded(model, services.clock() - started, tokens)
-    return done.result.vectors[0]
+    return done.result.vectors[0], tokens_for_chars(len(text)) if reported is None else reported
 
 
 def indexed(note: CacheNote | None, vectors: VectorIndex) -> None:

@@ -143,3 +143,13 @@ async def test_a_failed_embedding_is_a_plain_miss(tmp_path: Path, fake: FakeUpst
     assert logged["cache_similarity"] is None and logged["cache_embedding_ms"] is None
     found = samples(scraped.body.decode())
     assert found["sluice_cache_embedding_seconds_count", (("outcome", "failed"),)] == 2
+
+
+async def test_another_account_never_hits_by_meaning(tmp_path: Path, fake: FakeUpstream) -> None:
+    async with running_gateway(tmp_path, config(fake)) as gw:
+        mine = await metered_key(gw.gateway.store, "mine", FUNDS)
+        theirs = await metered_key(gw.gateway.store, "theirs", FUNDS)
+        await ask(gw, mine, body(FRANCE))
+        answers = [await ask(gw, k, body(PARAPHRASE)) for k in (theirs, mine)]
+    assert [a.headers["x-sluice-cache"] for a in answers] == ["miss", "hit"]
+    assert len(fake.requests) == 2
