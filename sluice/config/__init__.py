@@ -16,6 +16,7 @@ import msgspec
 
 from sluice.config.cache import CacheConfig as CacheConfig
 from sluice.config.cache import CacheStoreConfig as CacheStoreConfig
+from sluice.config.cache import SemanticConfig as SemanticConfig
 from sluice.config.rules import MAX_CAPACITY as MAX_CAPACITY
 from sluice.config.rules import MAX_WINDOW as MAX_WINDOW
 from sluice.config.rules import Action as Action

@@ -8,6 +8,19 @@ from typing import Annotated, Literal
 import msgspec
 
 
+class SemanticConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A cache's ``semantic`` table: a request whose last user turn is close enough to a
+    kept one's is served its answer (docs/cache.md#semantic-cache)."""
+
+    embedding_model: str
+    """The catalog id of the model that embeds the last user turns (it must declare
+    ``embeddings = true`` and be served by one of the operator's connections)."""
+    threshold: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.95
+    """The least cosine similarity of two last user turns that is a hit."""
+    tools: bool = False
+    """Serve requests that offer tools too (their answers may call them)."""
+
+
 class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A model's ``cache``: its complete streamed answers are kept and served again to
     the same request (docs/cache.md#what-is-the-same-request)."""
@@ -21,6 +34,9 @@ class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A hit streams at once, or at the pace the answer first came."""
     price_share: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
     """The share of the model's price a hit is charged (0: free)."""
+    semantic: SemanticConfig | None = None
+    """Hits by meaning as well: ``{ embedding_model = "...", threshold = 0.95 }``;
+    None: only the same request hits."""
 
 
 class CacheStoreConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -33,3 +49,6 @@ class CacheStoreConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     in Redis (0: none are kept)."""
     max_entry_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 1024 * 1024
     """The largest answer kept; a longer one is served but not stored."""
+    max_vector_bytes: Annotated[int, msgspec.Meta(ge=0)] = 16 * 1024 * 1024
+    """The semantic cache's vectors one process keeps, at 8 bytes a dimension (least
+    recently asked first out)."""

@@ -20,6 +20,7 @@ import msgspec
 
 from sluice.cache.flight import Flight, Flights
 from sluice.cache.key import cache_key
+from sluice.cache.semantic import Probe
 from sluice.cache.store import AnswerStore, CachedAnswer
 from sluice.config import CacheConfig
 from sluice.metering.charges import Rate, cache_rate
@@ -67,6 +68,9 @@ class CacheNote(msgspec.Struct):
             self.reading = False
             self.flight.readers -= 1
 
+    probe: Probe | None = None
+    """The semantic cache's look at it (docs/cache.md#semantic-cache), when it had one."""
+
 
 class Asker(NamedTuple):
     """Who looks an answer up: the request, its account, its output guardrails."""
@@ -99,7 +103,7 @@ async def looked_up(
     key = cache_key(req, plan, scope)
     if "no-cache" not in control:
         answer = await store.get(key)
-        attempt = None if answer is None else _attempt_of(plan, answer)
+        attempt = None if answer is None else attempt_of(plan, answer)
         if answer is not None and attempt is not None:
             return CacheNote("hit", config, key, answer, attempt)
         flight = flights.joinable(key, asker.output_rules)
@@ -114,7 +118,7 @@ async def looked_up(
     return CacheNote("miss", config, key, leading=flight)
 
 
-def _attempt_of(plan: Plan, answer: CachedAnswer) -> Attempt | None:
+def attempt_of(plan: Plan, answer: CachedAnswer) -> Attempt | None:
     """The plan's attempt the answer came from, as that connection is configured now (a
     reload that changed its upstream, its provider or the model's name there does not
     serve the old answers)."""
@@ -152,22 +156,21 @@ def refused(note: CacheNote, flights: Flights) -> None:
         flights.landed(note.key, note.leading)
 
 
-def landed(state: ExchangeState, flights: Flights, store: AnswerStore) -> None:
+def landed(state: ExchangeState, flights: Flights, store: AnswerStore) -> bool:
     """At settlement: a flight this request led ends (if its stream did not say how)
     and leaves ``flights``, its answer kept when it qualifies (:func:`_keep`); a flight
-    it joined is no longer read by it."""
+    it joined is no longer read by it. True when the answer was kept."""
     note, flight = state.cache, state.flight
     if note is None:
-        return
+        return False
     note.release()
     if flight is None or note.key is None:
-        return
+        return False
     if state.error is not None and state.disconnect is None:
         flight.failed(state.error)
     flight.abandoned()
     flights.landed(note.key, flight)
-    if store.max_bytes:
-        _keep(state, flight, note, store)
+    return bool(store.max_bytes) and _keep(state, flight, note, store)
 
 
 def unjoined(note: CacheNote, told: tuple[list[tuple[str, str]], ...]) -> CacheNote:

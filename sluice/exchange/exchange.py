@@ -41,6 +41,7 @@ from sluice.exchange.ports import (
 )
 from sluice.exchange.record import request_record
 from sluice.exchange.refusals import REFUSAL_STATUSES, held
+from sluice.exchange.semantic import indexed, similar
 from sluice.exchange.services import Services
 from sluice.exchange.state import ExchangeState
 from sluice.exchange.telemetry import RequestTrace
@@ -217,6 +218,7 @@ class Exchange:
         note = await looked_up(
             req, plan, asker, self._incoming, store=services.answers, flights=services.flights
         )
+        note = await similar(services, state, note, self._incoming)
         attempts = plan.attempts if note is None or note.served_as is None else (note.served_as,)
         rates = [
             (a.model, held_rate(note, resolve_rate(a.model, a.target.connection, view.prices)))
@@ -286,7 +288,8 @@ class Exchange:
                 else (served.target.model_id, served.target.connection.provider),
             )
         duration = services.clock() - state.started
-        landed(state, services.flights, services.answers)
+        if landed(state, services.flights, services.answers):
+            indexed(state.cache, services.vectors)
         if state.completed and state.req.stream is True and tokens is not None:
             self._timed(state, tokens.completion_tokens, duration)
         self.record = request_record(

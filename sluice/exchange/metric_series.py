@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from sluice.routing.breaker import Breaker
 
 _TTFT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+_EMBEDDING_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _RATE_BUCKETS = (1.0, 5.0, 10.0, 20.0, 40.0, 60.0, 100.0, 150.0, 250.0, 500.0, 1000.0)
 _Family = TypeVar("_Family", Counter, Histogram)
 
@@ -160,6 +161,24 @@ class Families:
                 "sluice_cache_requests",
                 "Requests for a model with a cache, by outcome: hit, miss, bypass.",
                 ["outcome"],
+                registry=self.registry,
+            )
+        )
+        self.embedding = Labelled(
+            Histogram(
+                "sluice_cache_embedding_seconds",
+                "The semantic cache's embedding calls, by outcome: embedded, failed.",
+                ["outcome"],
+                buckets=_EMBEDDING_BUCKETS,
+                registry=self.registry,
+            )
+        )
+        self.embedding_tokens = Labelled(
+            Counter(
+                "sluice_cache_embedding_tokens",
+                "Tokens the semantic cache's embedding calls spent, by embedding model: "
+                "the operator's cost, charged to no account.",
+                ["model"],
                 registry=self.registry,
             )
         )

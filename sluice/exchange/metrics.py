@@ -289,6 +289,14 @@ class Metrics:
             if note["outcome"] == "blocked":
                 families.blocks(note["name"], note["stage"]).inc()
 
+    def cache_embedded(self, model: str, seconds: float, tokens: int | None) -> None:
+        """A semantic cache's embedding call by ``model`` (a catalog id): how long it
+        took, and the tokens it spent (None: it failed)."""
+        families = self._families
+        families.embedding("failed" if tokens is None else "embedded").observe(seconds)
+        if tokens:
+            families.embedding_tokens(model).inc(tokens)
+
     def refusal(self, error_type: str) -> None:
         """A call refused before an exchange took it (past its request limit)."""
         reason = _REFUSALS.get(error_type)

@@ -92,6 +92,9 @@ def request_record(
         rec.cache, source = state.cache.outcome, state.cache.filled_by
         if source is not None and source[1] == state.principal.account_id:
             rec.cache_filled_by = source[0]  # another account's request stays unseen
+        probe = state.cache.probe
+        if probe is not None:
+            rec.cache_similarity, rec.cache_embedding_ms = probe.similarity, probe.embedding_ms
     served = state.attempt
     if served is not None:
         conn = served.target.connection

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sluice.cache.flight import Flights
+from sluice.cache.semantic import VectorIndex
 from sluice.cache.store import AnswerStore
 from sluice.config import LimitsConfig, LimitSpec
 from sluice.core.principal import Allowance, Principal
@@ -42,6 +43,7 @@ class Services:
         "tasks",
         "telemetry",
         "tenants",
+        "vectors",
     )
 
     def __init__(
@@ -64,6 +66,7 @@ class Services:
         telemetry: Telemetry = NO_TELEMETRY,
         answers: AnswerStore | None = None,
         flights: Flights | None = None,
+        vectors: VectorIndex | None = None,
     ) -> None:
         self.router = router
         self.tenants = tenants
@@ -87,6 +90,8 @@ class Services:
         """The response cache's store (docs/cache.md), the process's."""
         self.flights = flights if flights is not None else Flights(clock)
         """Cacheable misses streaming now, joined by identical requests."""
+        self.vectors = vectors if vectors is not None else VectorIndex(0)
+        """The semantic cache's vectors of the kept answers (docs/cache.md), the process's."""
 
     def limit_subject(self, principal: Principal) -> Subject | None:
         """The limits that apply to a caller; None when none do (no limiter call)."""

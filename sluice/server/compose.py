@@ -17,6 +17,7 @@ from sluice import __version__
 from sluice.accounts.sealing import AccountSeal
 from sluice.accounts.vault import Vault
 from sluice.cache.flight import Flights
+from sluice.cache.semantic import VectorIndex
 from sluice.cache.store import AnswerStore
 from sluice.exchange.metrics import Metrics
 from sluice.exchange.refusals import RepeatLog, Tarpit
@@ -123,6 +124,7 @@ class _Lasting:
         kept = shared or MemoryAnswers(cache.max_bytes, clock)
         self.answers = AnswerStore(kept, cache.max_entry_bytes)
         self.flights = Flights(clock)
+        self.vectors = VectorIndex(cache.max_vector_bytes)
         self.metrics = Metrics(self.breaker, clock, frozenset(), self.speeds, self.answers)
         self.tasks = Tasks(clock, metering.hold_ttl)
         self.repeats = RepeatLog(self.log, clock)
@@ -178,6 +180,7 @@ def _generation(lasting: _Lasting, settings: Settings) -> Generation:
         telemetry=lasting.telemetry,
         answers=lasting.answers,
         flights=lasting.flights,
+        vectors=lasting.vectors,
     )
     models = msgspec.json.encode(model_list(catalog, tenants.shared.planner, settings.routes))
     return Generation(settings, services, catalog, models)

@@ -178,6 +178,10 @@ class RequestRecord(msgspec.Struct, kw_only=True):
     """A model with a ``cache``: ``hit``, ``miss`` or ``bypass`` (docs/cache.md)."""
     cache_filled_by: str | None = None
     """A hit: the request whose answer it served."""
+    cache_similarity: float | None = None
+    """A semantic hit: the cosine similarity of its last user turn to the kept one's."""
+    cache_embedding_ms: float | None = None
+    """The semantic cache's embedding of the last user turn: how long it took."""
     coalesced: int = 0
     """A refusal before any upstream call: how many more refusals of the same key, status
     and code this row stands for (answered in its window without rows of their own)."""

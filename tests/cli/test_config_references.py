@@ -27,6 +27,14 @@ base_url = "http://127.0.0.1:9"
 """
 
 
+def semantic(embedder: str) -> str:
+    """A model whose semantic cache embeds with ``embedder``."""
+    return (
+        '[[models]]\nid = "team/x"\nproviders = { conn_a = "x" }\n'
+        f'cache = {{ semantic = {{ embedding_model = "{embedder}", threshold = 0.9 }} }}\n'
+    )
+
+
 @pytest.mark.parametrize(
     ("toml", "message"),
     [
@@ -54,8 +62,39 @@ base_url = "http://127.0.0.1:9"
             '[[models]]\nid = "team/x"\nproviders = { conn_a = "x" }\nfallbacks = ["team/y"]\n',
             "model 'team/x': unknown fallback 'team/y'",
         ),
+        (
+            semantic("team/none"),
+            '[[models]] "team/x": cache.semantic.embedding_model names "team/none", which is '
+            "not a model id of the catalog",
+        ),
+        (
+            semantic("sluice/demo"),
+            '[[models]] "team/x": cache.semantic.embedding_model names "sluice/demo", which '
+            "cannot embed (its capabilities do not say embeddings = true)",
+        ),
+        (
+            semantic("openai/text-embedding-3-small"),
+            '[[models]] "team/x": cache.semantic.embedding_model names '
+            '"openai/text-embedding-3-small", which no connection serves',
+        ),
+        (
+            '[[models]]\nid = "team/x"\nproviders = { conn_a = "x" }\n'
+            '[[routes]]\nname = "bot"\nchain = [ { model = "team/x" } ]\n'
+            'cache = { semantic = { embedding_model = "team/x" } }\n',
+            '[[routes]] "bot": cache.semantic.embedding_model names "team/x", which cannot embed',
+        ),
     ],
-    ids=["model-connection", "route-model", "route-connection", "guardrail-route", "fallback"],
+    ids=[
+        "model-connection",
+        "route-model",
+        "route-connection",
+        "guardrail-route",
+        "fallback",
+        "embedder-unknown",
+        "embedder-not-embedding",
+        "embedder-unserved",
+        "route-embedder",
+    ],
 )
 def test_a_dangling_name_stops_the_gateway_naming_it(
     tmp_path: Path, toml: str, message: str
@@ -70,12 +109,14 @@ def test_a_dangling_name_stops_the_gateway_naming_it(
 
 def test_names_that_exist_start_it(tmp_path: Path) -> None:
     """Model providers may name a connection id or a provider kind (as the built-in
-    catalog does); a guardrail may scope itself to a route or a model."""
+    catalog does); a guardrail may scope itself to a route or a model; a semantic cache
+    may embed with the demo's embeddings model."""
     config = tmp_path / "sluice.toml"
     config.write_text(
         CONNECTION
         + '[[models]]\nid = "team/x"\nproviders = { conn_a = "x", openai = "y" }\n'
         + '[[routes]]\nname = "bot"\nchain = [ { model = "team/x" } ]\n'
+        + 'cache = { semantic = { embedding_model = "sluice/demo-embed" } }\n'
         + '[[guardrails]]\nname = "no-x"\nstage = "output"\nkind = "keywords"\nwords = ["x"]\n'
         + 'applies_to = { routes = ["bot", "team/x"] }\n'
     )
