@@ -21,7 +21,7 @@ from sluice.errors import ApiError, UpstreamError
 from sluice.routing.plan import Attempt
 from sluice.wire.chunks import FunctionDelta
 
-_CUT = frozenset({"length", "content_filter"})
+CUT = frozenset({"length", "content_filter"})
 """A choice that ended so is not a whole answer."""
 
 
@@ -107,7 +107,7 @@ class Flight:
         if self._started is None:
             self._started = now
         self._chars += chars_in(batch)
-        if self._chars > self._most or any(c.finish_reason in _CUT for cs in batch for c in cs):
+        if self._chars > self._most or any(c.finish_reason in CUT for cs in batch for c in cs):
             self.keepable = False
             if self.deserted:
                 self.batches, self.offsets = [], []

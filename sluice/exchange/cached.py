@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import msgspec
 
-from sluice.cache.flight import Flight, Flights
+from sluice.cache.flight import CUT, Flight, Flights
 from sluice.cache.key import cache_key
 from sluice.cache.semantic import Probe
 from sluice.cache.store import AnswerStore, CachedAnswer
+from sluice.cache.whole import unfolded
 from sluice.config import CacheConfig
 from sluice.metering.charges import Rate, cache_rate
+from sluice.providers.normalize import EmittedCall
 from sluice.routing.plan import Attempt, Plan
 from sluice.wire.chat import ChatRequest
 
@@ -97,7 +99,7 @@ async def looked_up(
     if config is None:
         return None
     control = incoming.get("cache-control", "").lower()
-    if not req.is_stream or "no-store" in control:
+    if "no-store" in control:
         return CacheNote("bypass", config)
     scope = asker.account_id if config.scope == "account" else "global"
     key = cache_key(req, plan, scope)
@@ -106,6 +108,8 @@ async def looked_up(
         attempt = None if answer is None else attempt_of(plan, answer)
         if answer is not None and attempt is not None:
             return CacheNote("hit", config, key, answer, attempt)
+        if not req.is_stream:  # a whole answer neither joins nor leads a flight
+            return CacheNote("miss", config, key)
         flight = flights.joinable(key, asker.output_rules)
         if flight is not None:
             flight.readers += 1
@@ -164,13 +168,19 @@ def landed(state: ExchangeState, flights: Flights, store: AnswerStore) -> bool:
     if note is None:
         return False
     note.release()
-    if flight is None or note.key is None:
+    if note.key is None or note.outcome != "miss":
         return False
+    complete = state.completed and state.error is None
+    if flight is None:  # a whole answer
+        whole = complete and state.disconnect is None and not _cut(state)
+        return whole and bool(store.max_bytes) and _keep(state, note, store, _whole(state))
     if state.error is not None and state.disconnect is None:
         flight.failed(state.error)
     flight.abandoned()
     flights.landed(note.key, flight)
-    return bool(store.max_bytes) and _keep(state, flight, note, store)
+    read_on = state.disconnect == "drain" and not flight.output_rules  # no guard skipped
+    whole = complete and flight.keepable and (state.disconnect is None or read_on)
+    return whole and bool(store.max_bytes) and _keep(state, note, store, flight.answer)
 
 
 def unjoined(note: CacheNote, told: tuple[list[tuple[str, str]], ...]) -> CacheNote:
@@ -202,20 +212,46 @@ def finished(state: ExchangeState) -> None:
     )
 
 
-def _keep(state: ExchangeState, flight: Flight, note: CacheNote, store: AnswerStore) -> bool:
-    """A led answer stored when it is complete (read to its end, with its client or
-    drained where no output guardrail applies; no error, no choice cut, reported usage,
-    within the bound) and no guardrail changed or skipped it."""
-    answer, attempt = flight.answer, state.attempt
-    read_on = state.disconnect == "drain" and not flight.output_rules  # no guard skipped
-    complete = state.completed and state.error is None and (state.disconnect is None or read_on)
-    if not complete or answer is None or attempt is None or note.key is None:
+def _keep(
+    state: ExchangeState, note: CacheNote, store: AnswerStore, answer: CachedAnswer | None
+) -> bool:
+    """A complete answer stored when its usage was reported, it fits, the cache that
+    applies served it and no output guardrail changed or skipped it."""
+    attempt = state.attempt
+    if answer is None or attempt is None or note.key is None or answer.tokens.estimated:
         return False
-    if not flight.keepable or answer.tokens.estimated or not _covered(state, attempt):
+    if not _covered(state, attempt):
         return False
     if any(n.stage == "output" and n.outcome in _UNCACHED for n in state.guardrails):
         return False
     return store.put(note.key, answer, note.config.ttl)
+
+
+def _cut(state: ExchangeState) -> bool:
+    completion = state.completion
+    return completion is None or any(c.finish_reason in CUT for c in completion.choices)
+
+
+def _whole(state: ExchangeState) -> CachedAnswer | None:
+    """A whole answer as the cache keeps it (:func:`~sluice.cache.whole.unfolded`)."""
+    completion, attempt = state.completion, state.attempt
+    if completion is None or completion.usage is None or attempt is None:
+        return None
+    calls = [
+        EmittedCall(c.index, i, t.id, t.function.name, t.function.arguments)
+        for c in completion.choices
+        for i, t in enumerate(c.message.tool_calls or ())
+    ]
+    return CachedAnswer(
+        filled_by=state.request_id,
+        account_id=state.principal.account_id,
+        served_as=_served_as(attempt),
+        tokens=completion.usage,
+        finish_reason=state.finish_reason(),
+        tool_calls=calls,
+        batches=[unfolded(completion.choices)],
+        offsets=[0.0],
+    )
 
 
 def _covered(state: ExchangeState, attempt: Attempt) -> bool:

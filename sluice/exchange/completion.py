@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from sluice.cache.whole import folded
 from sluice.errors import ApiError
 from sluice.exchange.heads import JSON
 from sluice.exchange.state import ExchangeState
 from sluice.guardrails.checks import check_completion
 from sluice.guardrails.selection import RuleSet
+from sluice.providers.base import ParsedCompletion
 from sluice.routing.attempts import InFlight
 from sluice.routing.caller import Completed
 from sluice.wire.encode import StreamIdentity
@@ -23,9 +25,12 @@ if TYPE_CHECKING:
 
 
 async def complete(ex: Exchange, state: ExchangeState, output: RuleSet) -> None:
-    plan, router = state.plan, ex.services.router
+    plan, router, note = state.plan, ex.services.router, state.cache
     assert plan is not None
-    if any(a.target.connection.on_disconnect == "drain" for a in plan.attempts):
+    if note is not None and note.answer is not None and note.served_as is not None:
+        answer = note.answer  # a hit: the kept answer, folded
+        done = Completed(note.served_as, ParsedCompletion(folded(answer.batches), answer.tokens))
+    elif any(a.target.connection.on_disconnect == "drain" for a in plan.attempts):
         done = await _complete_drainable(ex, state)
     else:
         done = await router.complete(state.req, plan, state.attempts, traced=ex.traced)
