@@ -53,6 +53,8 @@ class KeyChanges(AllowanceChanges, forbid_unknown_fields=True, kw_only=True):
     models: list[ModelName] | UnsetType | None = UNSET
     expires_at: str | UnsetType | None = UNSET
     resumable: bool | UnsetType | None = UNSET
+    cache_read: bool | UnsetType | None = UNSET
+    cache_fill: bool | UnsetType | None = UNSET
 
 
 _LAST_SECOND: Final = 253_402_300_799
@@ -93,6 +95,10 @@ def apply_changes(
         updates["models"] = None if changes.models is None else tuple(changes.models)
     if not isinstance(changes.resumable, UnsetType):
         updates["resumable"] = changes.resumable is True
+    for name in ("cache_read", "cache_fill"):  # null: back to the default, allowed
+        value = getattr(changes, name)
+        if not isinstance(value, UnsetType):
+            updates[name] = value is not False
     if not isinstance(changes.expires_at, UnsetType):
         updates["expires_at"] = (
             None if changes.expires_at is None else parse_expiry(changes.expires_at)
@@ -148,6 +154,8 @@ async def key_doc(store: Store, key: KeyInfo, now: int) -> dict[str, object]:
         "models": None if policy.models is None else list(policy.models),
         "expires_at": iso_time(policy.expires_at),
         "resumable": policy.resumable,
+        "cache_read": policy.cache_read,
+        "cache_fill": policy.cache_fill,
         **allowance_doc(policy, spent),
     }
 

@@ -33,6 +33,7 @@ _LEFT_OUT = (
     "prompt_cache_retention",
     "prompt_cache_options",
     "models",
+    "cache",  # the cache's own hints
     "max_tokens",  # as the ceiling, whichever spelling
     "max_completion_tokens",
     "stop",  # as the list of stop sequences

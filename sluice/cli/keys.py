@@ -49,6 +49,16 @@ def _policy_options(command: Callable[..., Any]) -> Callable[..., Any]:
                 default=None,
                 help="Every stream of the key is resumable (docs/api.md#resumable-streams).",
             ),
+            click.option(
+                "--cache-read/--no-cache-read",
+                default=None,
+                help="The key's requests may be answered from the response cache.",
+            ),
+            click.option(
+                "--cache-fill/--no-cache-fill",
+                default=None,
+                help="The key's answers may be kept by the response cache.",
+            ),
         ]
     ):
         command = option(command)
@@ -61,14 +71,21 @@ def _changes(
     expires: str | None,
     label: str | None,
     resumable: bool | None,
+    cache_read: bool | None,
+    cache_fill: bool | None,
     **allowance: Any,
 ) -> KeyChanges:
     model_list = given(models)
     if isinstance(model_list, str):  # "" allows none, as [] does in the admin API
         model_list = [m.strip() for m in model_list.split(",") if m.strip()]
     fields = {"label": given(label), "models": model_list, "expires_at": given(expires)}
-    if resumable is not None:
-        fields["resumable"] = resumable
+    for name, value in (
+        ("resumable", resumable),
+        ("cache_read", cache_read),
+        ("cache_fill", cache_fill),
+    ):
+        if value is not None:
+            fields[name] = value
     return checked(KeyChanges, fields | allowance_changes(**allowance))
 
 
@@ -82,6 +99,8 @@ def _describe(key: KeyInfo) -> str:
     parts += [f"{k}={v}" for k, v in (("rpm", policy.rpm), ("tpm", policy.tpm)) if v]
     if policy.resumable:
         parts.append("resumable")
+    says = (("cache_read", policy.cache_read), ("cache_fill", policy.cache_fill))
+    parts += [f"{name}=no" for name, may in says if not may]
     return "  ".join(parts)
 
 

@@ -39,6 +39,10 @@ class KeyPolicy(Allowance, frozen=True):
     resumable: bool = False
     """Every stream of the key is resumable (docs/api.md#resumable-streams), for
     clients that cannot ask for it."""
+    cache_read: bool = True
+    """The key's requests may be answered from the response cache (docs/cache.md)."""
+    cache_fill: bool = True
+    """The key's answers may be kept by the response cache, and joined in flight."""
 
     def allows(self, name: str) -> bool:
         return self.models is None or any(fnmatchcase(name, glob) for glob in self.models)

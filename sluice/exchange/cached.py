@@ -27,7 +27,7 @@ from sluice.config import CacheConfig
 from sluice.metering.charges import Rate, cache_rate
 from sluice.providers.normalize import EmittedCall
 from sluice.routing.plan import Attempt, Plan
-from sluice.wire.chat import ChatRequest
+from sluice.wire.chat import CacheHints, ChatRequest
 
 if TYPE_CHECKING:
     from sluice.exchange.state import ExchangeState
@@ -54,6 +54,10 @@ class CacheNote(msgspec.Struct):
     """A joiner counted among its flight's readers."""
     leading: Flight | None = None
     """A miss's own flight."""
+    reads: bool = True
+    """It was looked up (no ``no-cache``, ``no-store`` or key that may not read)."""
+    fills: bool = True
+    """Its answer may be kept and joined (no ``no-store`` or key that may not fill)."""
 
     @property
     def filled_by(self) -> tuple[str, str] | None:
@@ -75,11 +79,14 @@ class CacheNote(msgspec.Struct):
 
 
 class Asker(NamedTuple):
-    """Who looks an answer up: the request, its account, its output guardrails."""
+    """Who looks an answer up: the request, its account, its output guardrails, and
+    whether its key may read from the cache and fill it."""
 
     request_id: str
     account_id: str
     output_rules: object
+    may_read: bool = True
+    may_fill: bool = True
 
 
 async def looked_up(
@@ -98,28 +105,38 @@ async def looked_up(
     config = plan.cache
     if config is None:
         return None
-    control = incoming.get("cache-control", "").lower()
-    if "no-store" in control:
-        return CacheNote("bypass", config)
+    reads, fills = _controlled(req, asker, incoming)
+    if not reads and not fills:
+        return CacheNote("bypass", config, reads=False, fills=False)
     scope = asker.account_id if config.scope == "account" else "global"
     key = cache_key(req, plan, scope)
-    if "no-cache" not in control:
+    if reads:
         answer = await store.get(key)
         attempt = None if answer is None else attempt_of(plan, answer)
         if answer is not None and attempt is not None:
             return CacheNote("hit", config, key, answer, attempt)
-        if not req.is_stream:  # a whole answer neither joins nor leads a flight
-            return CacheNote("miss", config, key)
-        flight = flights.joinable(key, asker.output_rules)
+        flight = flights.joinable(key, asker.output_rules) if req.is_stream else None
         if flight is not None:
             flight.readers += 1
             return CacheNote("hit", config, key, flight=flight, reading=True)
+    if not req.is_stream or not fills:  # a whole answer neither joins nor leads a flight
+        return CacheNote("miss", config, key, reads=reads, fills=fills)
     most = store.max_entry_bytes
     flight = Flight(
         asker.request_id, asker.account_id, asker.output_rules, clock=flights.clock, most=most
     )
     flights.lead(key, flight)
-    return CacheNote("miss", config, key, leading=flight)
+    return CacheNote("miss", config, key, leading=flight, reads=reads)
+
+
+def _controlled(req: ChatRequest, asker: Asker, incoming: Mapping[str, str]) -> tuple[bool, bool]:
+    """May the request be answered from the cache, and its answer kept: its key's say,
+    then ``Cache-Control`` (the header, or the body's ``cache``)."""
+    control = incoming.get("cache-control", "").lower()
+    hints = req.cache
+    no_cache = "no-cache" in control or (isinstance(hints, CacheHints) and hints.no_cache is True)
+    no_store = "no-store" in control or (isinstance(hints, CacheHints) and hints.no_store is True)
+    return asker.may_read and not no_cache and not no_store, asker.may_fill and not no_store
 
 
 def attempt_of(plan: Plan, answer: CachedAnswer) -> Attempt | None:
@@ -168,7 +185,7 @@ def landed(state: ExchangeState, flights: Flights, store: AnswerStore) -> bool:
     if note is None:
         return False
     note.release()
-    if note.key is None or note.outcome != "miss":
+    if note.key is None or note.outcome != "miss" or not note.fills:
         return False
     complete = state.completed and state.error is None
     if flight is None:  # a whole answer

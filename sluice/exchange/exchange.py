@@ -214,11 +214,18 @@ class Exchange:
         if principal.metered:
             plan = priced_plan(plan, view.prices)
         state.plan = plan
-        asker = Asker(state.request_id, principal.account_id, rules.output)
+        policy = principal.policy
+        asker = Asker(
+            state.request_id,
+            principal.account_id,
+            rules.output,
+            may_read=policy.cache_read,
+            may_fill=policy.cache_fill,
+        )
         note = await looked_up(
             req, plan, asker, self._incoming, store=services.answers, flights=services.flights
         )
-        note = await similar(services, state, note, self._incoming)
+        note = await similar(services, state, note)
         attempts = plan.attempts if note is None or note.served_as is None else (note.served_as,)
         rates = [
             (a.model, held_rate(note, resolve_rate(a.model, a.target.connection, view.prices)))

@@ -12,7 +12,6 @@ A miss's answer, once kept, is indexed by its vector (:func:`indexed`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 
 import msgspec
 
@@ -31,7 +30,7 @@ _log = logging.getLogger("sluice.cache")
 
 
 async def similar(
-    services: Services, state: ExchangeState, note: CacheNote | None, incoming: Mapping[str, str]
+    services: Services, state: ExchangeState, note: CacheNote | None
 ) -> CacheNote | None:
     """``note``, or for an exact miss the semantic cache allows a hit by meaning (with
     its similarity) or the miss with its probe, to index its answer once kept."""
@@ -39,7 +38,7 @@ async def similar(
     semantic = None if note is None else note.config.semantic
     if note is None or note.outcome != "miss" or semantic is None or plan is None:
         return note
-    if "no-cache" in incoming.get("cache-control", "").lower():
+    if not note.reads:
         return note
     text = last_turn(state.req, semantic)
     if text is None:

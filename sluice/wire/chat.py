@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from msgspec import UNSET, Meta, Raw, Struct, UnsetType, structs
+from msgspec import UNSET, Meta, Raw, Struct, UnsetType, field, structs
 
 from sluice.errors import InvalidRequestError
 from sluice.wire.bounds import MAX_MESSAGES, MAX_TOOLS
@@ -69,6 +69,14 @@ class JsonSchemaFormat(_Wire):
 class ResponseFormat(_Wire):
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchemaFormat | Opt = UNSET
+
+
+class CacheHints(_Wire, forbid_unknown_fields=True):
+    """Sluice's: ``Cache-Control`` as a body field, for clients that cannot set headers
+    (docs/cache.md#hit-miss-bypass); the shape LiteLLM takes."""
+
+    no_cache: bool | Opt = field(default=UNSET, name="no-cache")
+    no_store: bool | Opt = field(default=UNSET, name="no-store")
 
 
 class StreamOptions(_Wire):
@@ -143,6 +151,8 @@ class ChatRequest(_Wire, forbid_unknown_fields=True):
     function_call: Raw | Opt = UNSET
     # Sluice extension: request-level fallback models, tried after ``model``.
     models: list[ModelName] | Opt | None = UNSET
+    cache: CacheHints | Opt | None = UNSET
+    """Sluice's: the response cache's ``no-cache`` / ``no-store`` (docs/cache.md)."""
     # Sluice extensions for providers that take them (others drop them): top-k sampling,
     # an exact thinking budget (over ``reasoning_effort``), beta features by name.
     top_k: PositiveInt | Opt | None = UNSET
@@ -250,7 +260,7 @@ def refuse_overrides(req: ChatRequest) -> None:
             )
 
 
-EXTENSION_FIELDS = ("models", "top_k", "reasoning_budget", "betas", "native")
+EXTENSION_FIELDS = ("models", "cache", "top_k", "reasoning_budget", "betas", "native")
 """Top-level fields of ours that an OpenAI-compatible upstream does not take."""
 STEERING_FIELDS = frozenset((*OVERRIDE_FIELDS, "native"))
 """Fields no connection may take from a request (``allow_extra_fields``)."""

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
 from sluice.wire.bounds import MAX_MESSAGES, MAX_TOOLS
-from sluice.wire.chat import ModelName, PositiveInt, Probability
+from sluice.wire.chat import CacheHints, ModelName, PositiveInt, Probability
 from sluice.wire.chunks import PriceSource
 from sluice.wire.conversation import Blocks
 
@@ -170,13 +170,14 @@ class MessagesRequest(CountTokensRequest, kw_only=True):
     stream: bool | Opt = UNSET
     output_config: OutputConfigParam | Opt = UNSET
     models: list[ModelName] | Opt = UNSET
+    cache: CacheHints | Opt | None = UNSET
 
 
 WIRE = "messages"
 """The wire's name where a request keeps fields of it (``ChatRequest.native``)."""
 MODELLED_FIELDS = frozenset(
     {"model", "messages", "system", "max_tokens", "stop_sequences", "temperature", "top_p"}
-    | {"top_k", "metadata", "stream", "tools", "tool_choice", "models"}
+    | {"top_k", "metadata", "stream", "tools", "tool_choice", "models", "cache"}
 )
 """Top-level fields the internal request carries; every other one the client sent is
 kept as it came for an upstream that speaks this wire."""

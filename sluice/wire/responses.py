@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from msgspec import UNSET, Meta, Raw, Struct, UnsetType
 
 from sluice.wire.bounds import MAX_MESSAGES, MAX_TOOLS
-from sluice.wire.chat import ModelName, PositiveInt, Probability
+from sluice.wire.chat import CacheHints, ModelName, PositiveInt, Probability
 from sluice.wire.chunks import PriceSource
 from sluice.wire.conversation import Blocks
 
@@ -149,6 +149,7 @@ class ResponsesRequest(_Wire, kw_only=True):
     prompt_cache_key: Annotated[str, Meta(max_length=1024)] | Opt | None = UNSET
     user: Annotated[str, Meta(max_length=256)] | Opt | None = UNSET
     models: list[ModelName] | Opt = UNSET
+    cache: CacheHints | Opt | None = UNSET
 
 
 # --- the answer ------------------------------------------------------------------------

@@ -212,3 +212,20 @@ def test_a_prefix_copied_from_keys_list_is_taken_as_listed(tmp_path: Path) -> No
     assert rotated.exit_code == 0, rotated.output
     assert updated.exit_code == 0 and json.loads(updated.output)["rpm"] == 7, updated.output
     assert revoked.exit_code == 0 and revoked.output.startswith("revoked "), revoked.output
+
+
+async def test_a_keys_cache_permissions_from_the_command_line(tmp_path: Path) -> None:
+    home = str(tmp_path / "home")
+    async with running_gateway(Path(home)):
+        await cli("accounts", "create", "team", "--credits", "1", "--home", home)
+        created = await cli(
+            "keys", "create", "--account", "team", "--no-cache-fill", "--home", home
+        )
+        key = created.output.strip().splitlines()[-1]
+        updated = await cli(
+            "keys", "update", key[:16], "--no-cache-read", "--cache-fill", "--home", home
+        )
+        listed = await cli("keys", "list", "--account", "team", "--home", home)
+    doc = json.loads(updated.output)
+    assert (doc["cache_read"], doc["cache_fill"]) == (False, True)
+    assert "cache_read=no" in listed.output and "cache_fill=no" not in listed.output

@@ -78,6 +78,8 @@ async def test_accounts_credits_and_keys(tmp_path: Path) -> None:
             "models": None,
             "expires_at": None,
             "resumable": False,
+            "cache_read": True,
+            "cache_fill": True,
             "rpm": None,
             "tpm": None,
             "budget": None,

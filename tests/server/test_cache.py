@@ -17,6 +17,7 @@ import pytest
 from anthropic import AsyncAnthropic
 from openai import AsyncOpenAI
 
+from sluice.core.principal import KeyPolicy
 from sluice.server.lifecycle import RunningGateway
 from tests.server.test_metrics_mix import samples
 from tests.server.test_reload import ADMIN, ENV, reload
@@ -315,3 +316,52 @@ async def test_a_reload_that_changes_the_upstream_leaves_old_answers_unused(
         after = [await ask(gw, key) for _ in range(2)]
     assert [a.headers["x-sluice-cache"] for a in after] == ["miss", "hit"]
     assert [r.json()["model"] for r in fake.requests] == ["m", "m-2"]
+
+
+async def test_the_body_says_what_cache_control_says(tmp_path: Path, fake: FakeUpstream) -> None:
+    async with running_gateway(tmp_path, config(fake)) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        unstored = await ask(gw, key, chat_body(cache={"no-store": True}))
+        filled = await ask(gw, key)
+        refreshed = await ask(gw, key, chat_body(cache={"no-cache": True}))
+        client = AsyncAnthropic(base_url=gw.base_url, api_key=key, max_retries=0)
+        async with client.messages.stream(
+            model="test/m",
+            max_tokens=100,
+            messages=[{"role": "user", "content": "What is the answer?"}],
+            extra_body={"cache": {"no-store": True}},
+        ) as stream:
+            await stream.get_final_message()
+            messages_outcome = stream.response.headers["x-sluice-cache"]
+        await client.close()
+        hit = await ask(gw, key, chat_body(cache=None))
+        refused = await ask(gw, key, chat_body(cache={"no-cache": "yes"}))
+    outcomes = [a.headers["x-sluice-cache"] for a in (unstored, filled, refreshed, hit)]
+    assert outcomes == ["bypass", "miss", "miss", "hit"]
+    assert messages_outcome == "bypass"
+    assert len(fake.requests) == 4
+    assert all("cache" not in r.json() for r in fake.requests)  # the gateway's, not sent
+    assert refused.status == 400
+
+
+async def test_a_key_may_be_kept_from_reading_or_filling_the_cache(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    async with running_gateway(tmp_path, config(fake, '{ scope = "global" }')) as gw:
+        store = gw.gateway.store
+        no_fill = await metered_key(store, "a", FUNDS, policy=KeyPolicy(cache_fill=False))
+        no_read = await metered_key(store, "b", FUNDS, policy=KeyPolicy(cache_read=False))
+        neither = await metered_key(
+            store, "c", FUNDS, policy=KeyPolicy(cache_read=False, cache_fill=False)
+        )
+        plain = await metered_key(store, "d", FUNDS)
+        unkept = await ask(gw, no_fill)
+        after_unkept = await ask(gw, plain)
+        refreshed = await ask(gw, no_read)
+        read = await ask(gw, no_fill)
+        bypassed = await ask(gw, neither)
+    outcomes = [
+        a.headers["x-sluice-cache"] for a in (unkept, after_unkept, refreshed, read, bypassed)
+    ]
+    assert outcomes == ["miss", "miss", "miss", "hit", "bypass"]
+    assert len(fake.requests) == 4

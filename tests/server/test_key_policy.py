@@ -319,3 +319,19 @@ async def test_a_fallback_the_key_may_not_use_is_skipped(
         await backup.close()
     assert refused.status == 502 and backups == 0
     assert served.status == 200 and b"from backup" in served.body
+
+
+async def test_a_keys_cache_permissions_are_set_and_cleared_through_the_admin_api(
+    tmp_path: Path,
+) -> None:
+    async with running_gateway(tmp_path, env=ENV) as gw:
+        key = await new_key(gw, cache_fill=False)
+        read_too = await admin(gw, "PATCH", f"/admin/keys/{key['prefix']}", {"cache_read": False})
+        cleared = await admin(
+            gw, "PATCH", f"/admin/keys/{key['prefix']}", {"cache_read": None, "cache_fill": None}
+        )
+        wrong = await admin(gw, "PATCH", f"/admin/keys/{key['prefix']}", {"cache_read": "no"})
+    assert (key["cache_read"], key["cache_fill"]) == (True, False)
+    assert (read_too.json()["cache_read"], read_too.json()["cache_fill"]) == (False, False)
+    assert (cleared.json()["cache_read"], cleared.json()["cache_fill"]) == (True, True)
+    assert wrong.status == 400

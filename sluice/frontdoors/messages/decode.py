@@ -92,6 +92,7 @@ def decode_messages_request(
         reasoning_effort=effort,
         betas=options.betas(headers),
         models=req.models,
+        cache=req.cache,
         native=options.native_fields(body),
     )
 

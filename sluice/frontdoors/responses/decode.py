@@ -119,6 +119,7 @@ def decode_responses_request(
         user=req.user,
         prompt_cache_key=fields.get("prompt_cache_key", UNSET),
         models=req.models,
+        cache=req.cache,
         native=NativeFields(WIRE, {k: v for k, v in fields.items() if k in ECHOED}),
     )
 
