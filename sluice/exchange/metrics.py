@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
+from sluice.cache.flight import Flights
 from sluice.cache.store import AnswerStore
 from sluice.core.money import usd_from_nano
 from sluice.exchange.metric_series import Families
@@ -66,10 +67,11 @@ def breaker_states(breaker: Breaker, now: float, operators: Collection[str]) -> 
 
 
 class _Stored(Collector):
-    """The response cache's store, read when scraped."""
+    """The response cache's store and its flights, read when scraped."""
 
-    def __init__(self, answers: AnswerStore) -> None:
+    def __init__(self, answers: AnswerStore, flights: Flights | None) -> None:
         self._answers = answers
+        self._flights = flights
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         kept = self._answers.kept
@@ -87,6 +89,18 @@ class _Stored(Collector):
             "Answers this process dropped to make room (least recently used first).",
             kept.evictions,
         )
+        flights = self._flights
+        if flights is not None:
+            yield GaugeMetricFamily(
+                "sluice_cache_flights",
+                "Cacheable misses streaming now that identical requests may join.",
+                len(flights),
+            )
+            yield GaugeMetricFamily(
+                "sluice_cache_flight_joiners",
+                "Requests reading another's upstream stream now (one upstream call shared).",
+                flights.joiners,
+            )
 
 
 class _Now(Collector):
@@ -195,7 +209,7 @@ class Metrics:
     the operator's connections, the ones labelled by id. A reload relabels
     (:meth:`relabelled`); the series carry on."""
 
-    __slots__ = ("_answers", "_families", "_operators", "_speeds", "streams")
+    __slots__ = ("_answers", "_families", "_flights", "_operators", "_speeds", "streams")
 
     def __init__(
         self,
@@ -204,11 +218,14 @@ class Metrics:
         operators: Collection[str],
         speeds: Speeds | None = None,
         answers: AnswerStore | None = None,
+        *,
+        flights: Flights | None = None,
     ) -> None:
         self._families = Families(breaker, clock)
         self._operators = operators
         self._speeds = speeds
         self._answers = answers
+        self._flights = flights
         self.streams = self._families.streams
 
     def relabelled(self, operators: Collection[str]) -> Metrics:
@@ -345,5 +362,5 @@ class Metrics:
         estimates = {c: v for c, v in speeds.items() if c[0] in self._operators}
         now.register(_Now(breakers, running, holds, estimates))
         if self._answers is not None:
-            now.register(_Stored(self._answers))
+            now.register(_Stored(self._answers, self._flights))
         return generate_latest(families.registry) + generate_latest(now)

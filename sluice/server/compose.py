@@ -125,7 +125,9 @@ class _Lasting:
         self.answers = AnswerStore(kept, cache.max_entry_bytes)
         self.flights = Flights(clock)
         self.vectors = VectorIndex(cache.max_vector_bytes)
-        self.metrics = Metrics(self.breaker, clock, frozenset(), self.speeds, self.answers)
+        self.metrics = Metrics(
+            self.breaker, clock, frozenset(), self.speeds, self.answers, flights=self.flights
+        )
         self.tasks = Tasks(clock, metering.hold_ttl)
         self.repeats = RepeatLog(self.log, clock)
         limits = settings.limits

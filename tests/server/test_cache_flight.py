@@ -16,11 +16,13 @@ from anthropic import AsyncAnthropic
 
 from sluice.server.lifecycle import RunningGateway
 from tests.server.test_cache import FUNDS, PIECES, USAGE, ask, chat_body, config, contents, row
+from tests.server.test_metrics_mix import samples
+from tests.server.test_reload import ADMIN, ENV
 from tests.support.accounts import metered_key
 from tests.support.fake_openai import text_stream
 from tests.support.fake_upstream import Cut, FakeUpstream, Reply, WaitFor
 from tests.support.gateway import running_gateway
-from tests.support.raw_http import RawClient, RawResponse, post
+from tests.support.raw_http import RawClient, RawResponse, exchange, get, post
 
 JOINERS = 49
 
@@ -38,7 +40,7 @@ async def gated(
     await fake.start()
     fake.default = Reply.stream(*steps[:3], WaitFor(gate), *tail)
     try:
-        async with running_gateway(tmp_path, config(fake, cache)) as gw:
+        async with running_gateway(tmp_path, config(fake, cache), env=ENV) as gw:
             yield gw, fake, gate
     finally:
         gate.set()
@@ -78,6 +80,7 @@ async def test_fifty_identical_streams_reach_the_upstream_once(tmp_path: Path) -
         key = await metered_key(gw.gateway.store, "team", FUNDS)
         first, head = await leading(gw, key)
         tasks = await joined(gw, key, JOINERS)
+        scraped = await exchange(gw.host, gw.port, get("/metrics", ADMIN))
         gate.set()
         answers = await asyncio.gather(*tasks)
         led = await rest_of(first)
@@ -92,6 +95,9 @@ async def test_fifty_identical_streams_reach_the_upstream_once(tmp_path: Path) -
     assert logged["cache"] == "hit" and logged["credits_charged"] == 0
     assert logged["cache_filled_by"] == head["x-request-id"]
     assert later.headers["x-sluice-cache"] == "hit" and len(fake.requests) == 1
+    found = samples(scraped.body.decode())
+    assert found["sluice_cache_flights", ()] == 1
+    assert found["sluice_cache_flight_joiners", ()] == JOINERS
 
 
 async def test_the_first_client_leaving_changes_nothing_for_the_others(tmp_path: Path) -> None:

@@ -18,13 +18,14 @@ from redis.asyncio import Redis
 
 from sluice.server.lifecycle import RunningGateway
 from sluice.storage.redis_answers import RedisAnswers
-from tests.server.test_cache import FUNDS, PIECES, ask, config, fake, row
+from tests.server.test_cache import FUNDS, PIECES, USAGE, ask, config, contents, fake, row
 from tests.server.test_metrics_mix import samples
 from tests.server.test_relay_shared import REDIS, shared
 from tests.server.test_reload import ADMIN, ENV
 from tests.support.accounts import metered_key
 from tests.support.databases import fresh_postgres
-from tests.support.fake_upstream import FakeUpstream
+from tests.support.fake_openai import text_stream
+from tests.support.fake_upstream import FakeUpstream, Reply, WaitFor
 from tests.support.gateway import running_gateway
 from tests.support.raw_http import exchange, get
 
@@ -111,3 +112,27 @@ async def test_another_account_never_hits_an_accounts_entry_through_redis(
         hits = [(await ask(gw, k)).headers["x-sluice-cache"] for gw, k in ((b, mine), (a, theirs))]
     assert missed.headers["x-sluice-cache"] == "miss" and hits == ["hit", "hit"]
     assert len(fake.requests) == 2  # one fill each
+
+
+async def test_identical_requests_in_flight_join_per_replica(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    """A burst of identical streams spread over two replicas reaches the upstream once
+    per replica (flights are each process's; docs/cache.md#identical-requests-in-flight)."""
+    gate = asyncio.Event()
+    fake.default = Reply.stream(*text_stream(*PIECES, usage=USAGE)[:2], WaitFor(gate),
+                                *text_stream(*PIECES, usage=USAGE)[2:])  # fmt: skip
+    async with two(tmp_path, fake) as (a, b):
+        key = await metered_key(a.gateway.store, "team", FUNDS)
+        burst = [asyncio.ensure_future(ask(gw, key)) for gw in (a, b) for _ in range(10)]
+        async with asyncio.timeout(5):
+            while sum(gw.gateway.services.flights.joiners for gw in (a, b)) < 18:
+                await asyncio.sleep(0.01)
+        gate.set()
+        answers = await asyncio.gather(*burst)
+        await kept(a, 1)
+        later = [(await ask(gw, key)).headers["x-sluice-cache"] for gw in (a, b)]
+    assert len(fake.requests) == 2
+    assert sorted(x.headers["x-sluice-cache"] for x in answers) == ["hit"] * 18 + ["miss"] * 2
+    assert all(contents(x.body) == "".join(PIECES) for x in answers)
+    assert later == ["hit", "hit"]
