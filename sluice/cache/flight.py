@@ -116,6 +116,13 @@ class Flight:
         self.offsets.append(now - self._started)
         self._tell()
 
+    def replayed(self, attempt: Attempt, answer: CachedAnswer) -> None:
+        """The leader was answered from the cache (a semantic hit): so are its joiners."""
+        self.batches, self.offsets = answer.batches, answer.offsets
+        self.keepable = False
+        self.answer = answer
+        self.opened(attempt)
+
     def finished(self, answer: CachedAnswer) -> None:
         """Read to its end (``answer.tokens`` estimated when the upstream reported none)."""
         self.answer = answer
@@ -169,13 +176,11 @@ class Flights:
             return None
         return flight
 
-    def lead(self, key: str, flight: Flight) -> bool:
+    def lead(self, key: str, flight: Flight) -> None:
         """``flight`` is the one for ``key``, unless another still takes joiners."""
         running = self._by_key.get(key)
-        if running is not None and running.joinable:
-            return False
-        self._by_key[key] = flight
-        return True
+        if running is None or not running.joinable:
+            self._by_key[key] = flight
 
     def landed(self, key: str, flight: Flight) -> None:
         """The leader settled: later requests are served by the store, or go upstream."""

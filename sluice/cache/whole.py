@@ -10,7 +10,8 @@ request that hits it gets each choice in one event.
 
 from __future__ import annotations
 
-from msgspec import UNSET, UnsetType
+import msgspec
+from msgspec import UNSET, Raw, UnsetType
 
 from sluice.core.batch import ChunkBatch
 from sluice.wire.chunks import (
@@ -25,6 +26,9 @@ from sluice.wire.chunks import (
 )
 from sluice.wire.conversation import RedactedThinkingBlock, ThinkingBlock, ThinkingBlocks
 
+_LOGPROBS = msgspec.json.Decoder()
+_ENCODER = msgspec.json.Encoder()
+
 
 class _Folding:
     """One choice's deltas so far."""
@@ -37,6 +41,7 @@ class _Folding:
         self.signed: ThinkingBlocks = []
         self.refusals: list[str] = []
         self.calls: dict[int, tuple[str, str, list[str]]] = {}
+        self.logprobs: list[Raw | None] = []
         self.choice = CompletionChoice(index, ResponseMessage(content=None), None)
 
     def add(self, choice: Choice) -> None:
@@ -57,7 +62,8 @@ class _Folding:
             self._call(call)
         if choice.finish_reason is not None:
             self.choice.finish_reason = choice.finish_reason
-        self.choice.logprobs = choice.logprobs if choice.logprobs is not UNSET else None
+        if not isinstance(choice.logprobs, UnsetType):
+            self.logprobs.append(choice.logprobs)
         if choice.stop_sequence is not UNSET:
             self.choice.stop_sequence = choice.stop_sequence
 
@@ -86,9 +92,22 @@ class _Folding:
                 ResponseToolCall(id=i, function=ResponseFunctionCall(n, "".join(a)))
                 for _, (i, n, a) in sorted(self.calls.items())
             ]
-        if self.choice.logprobs is None:
-            self.choice.logprobs = UNSET
+        if self.logprobs:
+            self.choice.logprobs = _joined(self.logprobs)
         return self.choice
+
+
+def _joined(pieces: list[Raw | None]) -> Raw | None:
+    """Chunks' ``logprobs`` as one answer's: each list (``content``, ``refusal``) joined
+    in order; None when no chunk carried any (a piece that is not an object is skipped:
+    it came from the upstream)."""
+    lists: dict[str, list[object]] = {}
+    for piece in pieces:
+        doc = None if piece is None else _LOGPROBS.decode(piece)
+        for name, items in doc.items() if isinstance(doc, dict) else ():
+            if isinstance(items, list):
+                lists.setdefault(name, []).extend(items)
+    return Raw(_ENCODER.encode(lists)) if lists else None
 
 
 def folded(batches: list[ChunkBatch]) -> list[CompletionChoice]:
@@ -128,7 +147,7 @@ def _streamed(choice: CompletionChoice) -> list[Choice]:
         ]
     rest = Delta(
         content=message.content,
-        reasoning_content=UNSET if blocks else message.reasoning_content,
+        reasoning_content=_unsigned(message.reasoning_content, blocks),
         tool_calls=calls,
         refusal=message.refusal,
     )
@@ -137,3 +156,12 @@ def _streamed(choice: CompletionChoice) -> list[Choice]:
     chunks.append(last)
     chunks[0].delta.role = "assistant"
     return chunks
+
+
+def _unsigned(reasoning: str | UnsetType | None, blocks: ThinkingBlocks) -> str | UnsetType | None:
+    """The reasoning after the last signed block (all of it when there is none)."""
+    if not blocks or not isinstance(reasoning, str):
+        return reasoning
+    signed = "".join(b.thinking for b in blocks if isinstance(b, ThinkingBlock))
+    rest = reasoning[len(signed) :] if reasoning.startswith(signed) else ""
+    return rest or UNSET

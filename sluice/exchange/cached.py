@@ -1,14 +1,16 @@
 """The response cache in an exchange (docs/cache.md).
 
-At admission, a streamed request for a model with a ``cache`` table is looked up by
-its key (:func:`~sluice.cache.key.cache_key`): a hit is a kept answer, or an identical
-request's upstream stream still running (a :class:`~sluice.cache.flight.Flight`, which
-it joins). Either is served by an :class:`~sluice.routing.upstream.UpstreamStream` that
-replays it (:mod:`.replay`), so the door's encoder, the output guardrails, a resumable
-relay and the keep-alives work as for any stream; the rate is the cache's share of the
-price. A miss leads a flight: its stream is recorded as the translator gives it, and
-kept at settlement when the answer was complete and nothing changed it.
-``Cache-Control: no-cache`` skips the lookup, ``no-store`` both.
+At admission, a request for a model with a ``cache`` table is looked up by its key
+(:func:`~sluice.cache.key.cache_key`): a hit is a kept answer, or for a stream an
+identical request's upstream stream still running (a
+:class:`~sluice.cache.flight.Flight`, which it joins). A stream is served by an
+:class:`~sluice.routing.upstream.UpstreamStream` that replays it (:mod:`.replay`), so
+the door's encoder, the output guardrails, a resumable relay and the keep-alives work
+as for any stream; the rate is the cache's share of the price. A streamed miss leads a
+flight: its stream is recorded as the translator gives it, and kept at settlement when
+the answer was complete and nothing changed it; a whole answer is kept as it came
+(:mod:`sluice.cache.whole`). ``Cache-Control: no-cache`` (or the body's ``cache``, or
+the key) skips the lookup, ``no-store`` both.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from sluice.cache.semantic import Probe
 from sluice.cache.store import AnswerStore, CachedAnswer
 from sluice.cache.whole import unfolded
 from sluice.config import CacheConfig
+from sluice.core.principal import Principal
 from sluice.metering.charges import Rate, cache_rate
 from sluice.providers.normalize import EmittedCall
 from sluice.routing.plan import Attempt, Plan
@@ -58,14 +61,19 @@ class CacheNote(msgspec.Struct):
     """It was looked up (no ``no-cache``, ``no-store`` or key that may not read)."""
     fills: bool = True
     """Its answer may be kept and joined (no ``no-store`` or key that may not fill)."""
+    probe: Probe | None = None
+    """The semantic cache's look at it (docs/cache.md#semantic-cache), when it had one."""
 
     @property
     def filled_by(self) -> tuple[str, str] | None:
         """A hit's source: the request whose answer it is, and that request's account."""
         if self.answer is not None:
             return self.answer.filled_by, self.answer.account_id
-        if self.flight is not None:
-            return self.flight.leader, self.flight.account_id
+        flight = self.flight
+        if flight is not None and flight.answer is not None:
+            return flight.answer.filled_by, flight.answer.account_id
+        if flight is not None:
+            return flight.leader, flight.account_id
         return None
 
     def release(self) -> None:
@@ -73,9 +81,6 @@ class CacheNote(msgspec.Struct):
         if self.reading and self.flight is not None:
             self.reading = False
             self.flight.readers -= 1
-
-    probe: Probe | None = None
-    """The semantic cache's look at it (docs/cache.md#semantic-cache), when it had one."""
 
 
 class Asker(NamedTuple):
@@ -88,6 +93,17 @@ class Asker(NamedTuple):
     may_read: bool = True
     may_fill: bool = True
 
+    @classmethod
+    def of(cls, request_id: str, principal: Principal, output_rules: object) -> Asker:
+        policy = principal.policy
+        return cls(
+            request_id,
+            principal.account_id,
+            output_rules,
+            may_read=policy.cache_read,
+            may_fill=policy.cache_fill,
+        )
+
 
 async def looked_up(
     req: ChatRequest,
@@ -98,10 +114,11 @@ async def looked_up(
     store: AnswerStore,
     flights: Flights,
 ) -> CacheNote | None:
-    """The cache's part in ``req``: None when its model is not cached; ``bypass`` for
-    a whole answer or ``no-store``; else a hit (served as the attempt the answer came
-    from, when the plan still has it, or joining the flight of an identical request
-    whose output guardrails are the same) or a miss, which leads a flight of its own."""
+    """The cache's part in ``req``: None when its model is not cached; ``bypass`` when
+    it may neither read nor fill (``no-store``, its key); else a hit (served as the
+    attempt the answer came from, when the plan still has it, or joining the flight of
+    an identical request whose output guardrails are the same) or a miss, which leads a
+    flight of its own."""
     config = plan.cache
     if config is None:
         return None
@@ -188,7 +205,9 @@ def landed(state: ExchangeState, flights: Flights, store: AnswerStore) -> bool:
     if note.key is None or note.outcome != "miss" or not note.fills:
         return False
     complete = state.completed and state.error is None
-    if flight is None:  # a whole answer
+    if flight is None:  # a whole answer (a stream without a flight is not kept)
+        if state.req.is_stream:
+            return False
         whole = complete and state.disconnect is None and not _cut(state)
         return whole and bool(store.max_bytes) and _keep(state, note, store, _whole(state))
     if state.error is not None and state.disconnect is None:
@@ -200,10 +219,26 @@ def landed(state: ExchangeState, flights: Flights, store: AnswerStore) -> bool:
     return whole and bool(store.max_bytes) and _keep(state, note, store, flight.answer)
 
 
-def unjoined(note: CacheNote, told: tuple[list[tuple[str, str]], ...]) -> CacheNote:
-    """A joiner whose flight was left before its first event: a miss now, going
-    upstream itself unrecorded; each header list in ``told`` says so."""
+def handed(note: CacheNote, found: CacheNote, flights: Flights) -> None:
+    """A miss found a kept answer after all (by meaning): the requests that joined its
+    flight are served that answer, and the flight is done."""
+    flight, answer, attempt = note.leading, found.answer, found.served_as
+    if flight is None or note.key is None:
+        return
+    if answer is not None and attempt is not None:
+        flight.replayed(attempt, answer)
+    flight.abandoned()
+    flights.landed(note.key, flight)
+
+
+def unjoined(note: CacheNote, told: tuple[list[tuple[str, str]], ...], *, sent: bool) -> CacheNote:
+    """A joiner whose flight was left before its first event goes upstream itself,
+    unrecorded: a miss, which each header list in ``told`` says; or, when its head
+    already went out saying ``hit`` (a keep-alive while it waited), a hit as told,
+    charged the cache's share (the operator carries the call)."""
     note.release()
+    if sent:
+        return CacheNote("hit", note.config, note.key, reads=note.reads, fills=False)
     for headers in told:
         headers[:] = [(n, "miss" if n == CACHE_HEADER else v) for n, v in headers]
     return CacheNote("miss", note.config, note.key)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from sluice.core.principal import KeyPolicy, Principal
+from sluice.core.usage import Price
 from sluice.errors import (
     ApiError,
     PermissionDeniedError,
@@ -25,6 +26,7 @@ from sluice.exchange.admission import admitted, token_subject
 from sluice.exchange.cached import (
     CACHE_HEADER,
     Asker,
+    CacheNote,
     held_rate,
     landed,
     looked_up,
@@ -50,10 +52,11 @@ from sluice.guardrails.checks import check_input
 from sluice.guardrails.selection import RuleSet
 from sluice.limits.base import LimiterUnavailableError
 from sluice.limits.decision import Ticket as LimitTicket
-from sluice.metering.charges import hold_amount, priced_plan, resolve_rate
+from sluice.metering.charges import Rate, hold_amount, priced_plan, resolve_rate
 from sluice.routing.attempts import AttemptRecord, TryStarted
 from sluice.routing.capabilities import capable_plan, extra_fields
-from sluice.routing.plan import Planner
+from sluice.routing.catalog import CatalogModel
+from sluice.routing.plan import Plan, Planner
 from sluice.routing.router import circuit_of
 from sluice.storage.base import RequestRecord
 from sluice.wire.chat import ChatRequest
@@ -74,6 +77,18 @@ def _check_models(req: ChatRequest, policy: KeyPolicy, planner: Planner) -> None
                 code="model_not_allowed",
                 param="model",
             )
+
+
+def _held_rates(
+    note: CacheNote | None, plan: Plan, prices: Mapping[str, Price]
+) -> list[tuple[CatalogModel, Rate]]:
+    """Each attempt's rate for the credit hold (a kept answer's: only the one it is
+    served as, at the cache's share)."""
+    attempts = plan.attempts if note is None or note.served_as is None else (note.served_as,)
+    return [
+        (a.model, held_rate(note, resolve_rate(a.model, a.target.connection, prices)))
+        for a in attempts
+    ]
 
 
 _READ_ON = frozenset({"drain", "resumable"})
@@ -167,7 +182,7 @@ class Exchange:
             status = err.http_status
             if state.error is None:
                 state.error = err
-            if not state.attempts and status in REFUSAL_STATUSES:
+            if not state.attempts and status in REFUSAL_STATUSES and not state.replaying:
                 await held(self.services, state.principal, err)
             await self._fail(err)
         except (ClientGoneError, asyncio.CancelledError):
@@ -214,28 +229,16 @@ class Exchange:
         if principal.metered:
             plan = priced_plan(plan, view.prices)
         state.plan = plan
-        policy = principal.policy
-        asker = Asker(
-            state.request_id,
-            principal.account_id,
-            rules.output,
-            may_read=policy.cache_read,
-            may_fill=policy.cache_fill,
-        )
+        asker = Asker.of(state.request_id, principal, rules.output)
         note = await looked_up(
             req, plan, asker, self._incoming, store=services.answers, flights=services.flights
         )
-        note = await similar(services, state, note)
-        attempts = plan.attempts if note is None or note.served_as is None else (note.served_as,)
-        rates = [
-            (a.model, held_rate(note, resolve_rate(a.model, a.target.connection, view.prices)))
-            for a in attempts
-        ]
-        try:
+        try:  # whatever ends the request now, a flight it leads is let go
+            note = await similar(services, state, note)
             state.ticket = await services.meter.hold(
                 principal,
                 state.request_id,
-                hold_amount(demand, rates),
+                hold_amount(demand, _held_rates(note, plan, view.prices)),
                 capped=demand.output_ceiling is not None,
             )
         except BaseException:
@@ -307,7 +310,8 @@ class Exchange:
             charged=charged,
             front_door=self.door.name,
         )
-        if not state.attempts and state.error is not None and status in REFUSAL_STATUSES:
+        refusal = not state.attempts and not state.replaying and status in REFUSAL_STATUSES
+        if refusal and state.error is not None:
             services.repeats.log(self.record)
         else:
             services.log.log(self.record)

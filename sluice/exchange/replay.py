@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 from sluice.cache.flight import Flight, chars_in
 from sluice.cache.store import CachedAnswer
@@ -55,11 +56,25 @@ def _same(err: ApiError) -> ApiError:
     return err
 
 
-class _Replaying:
-    """A kept answer's transport: one read per stored batch, then the end."""
+class _Replayed:
+    """What a replay's transport answers besides its reads: no status to check, no
+    body, no stalls, nothing to give back."""
 
     status = 200
-    headers: Mapping[str, str] = {}
+    headers: Mapping[str, str] = MappingProxyType({})
+
+    async def read_body(self, limit: int) -> bytes:
+        return b""
+
+    def watch(self, stall: float) -> None:
+        """A replay never stalls."""
+
+    def release(self) -> None:
+        """Nothing to give back."""
+
+
+class _Replaying(_Replayed):
+    """A kept answer's transport: one read per stored batch, then the end."""
 
     def __init__(self, offsets: list[float], paced: bool, clock: Callable[[], float]) -> None:
         self._offsets = offsets
@@ -82,26 +97,17 @@ class _Replaying:
         self._next += 1
         return b"."
 
-    async def read_body(self, limit: int) -> bytes:
-        return b""
-
     def close(self) -> None:
         self._next = len(self._offsets)
 
-    def watch(self, stall: float) -> None:
-        """A replay never stalls."""
 
-    def release(self) -> None:
-        """Nothing to give back."""
-
-
-class _Following(_Replaying):
+class _Following(_Replayed):
     """A flight's transport: one read per recorded batch, waiting for the next while
     the flight runs; the end once it ended and every batch was read."""
 
     def __init__(self, flight: Flight) -> None:
-        super().__init__(flight.offsets, False, _never)
         self._flight = flight
+        self._next = 0
         self._closed = False
 
     async def read_chunk(self) -> bytes:
@@ -115,10 +121,6 @@ class _Following(_Replaying):
 
     def close(self) -> None:
         self._closed = True
-
-
-def _never() -> float:
-    return 0.0
 
 
 class _Replay:

@@ -19,7 +19,7 @@ from sluice.cache.semantic import Probe, VectorIndex, last_turn, semantic_key
 from sluice.core.embedding import EmbedCall
 from sluice.core.tokens import tokens_for_chars
 from sluice.errors import ApiError
-from sluice.exchange.cached import CacheNote, attempt_of, refused
+from sluice.exchange.cached import CacheNote, attempt_of, handed
 from sluice.exchange.embedding import EMBEDDING_NEEDS
 from sluice.exchange.services import Services
 from sluice.exchange.state import ExchangeState
@@ -27,6 +27,9 @@ from sluice.routing.capabilities import capable_plan
 from sluice.routing.plan import Plan
 
 _log = logging.getLogger("sluice.cache")
+TRIES = 4
+"""Kept answers a lookup asks the store for, most similar first (each is a round trip
+with a shared store)."""
 
 
 async def similar(
@@ -53,8 +56,8 @@ async def similar(
     scope = account if note.config.scope == "account" else "global"
     probe = Probe(semantic_key(state.req, plan, scope, semantic), vector, round(took * 1000, 3))
     found = await _nearest(services, plan, note, probe, semantic.threshold)
-    if found.outcome == "hit":  # the flight the miss would have led is not flown
-        refused(note, services.flights)
+    if found.outcome == "hit":  # its joiners are served what it is
+        handed(note, found, services.flights)
     return found
 
 
@@ -62,11 +65,12 @@ async def _nearest(
     services: Services, plan: Plan, note: CacheNote, probe: Probe, threshold: float
 ) -> CacheNote:
     """A hit on the most similar kept answer at or above ``threshold`` that the plan
-    still serves (vectors of answers gone are dropped), else the miss with its probe."""
-    for similarity, answer_key in services.vectors.nearest(probe, threshold):
+    still serves, of the :data:`TRIES` most similar (a vector whose answer is gone, or
+    that a store out of reach cannot give now, is skipped, not forgotten: the index's
+    bound drops it in its turn), else the miss with its probe."""
+    for similarity, answer_key in services.vectors.nearest(probe, threshold)[:TRIES]:
         answer = await services.answers.get(answer_key)
         if answer is None:
-            services.vectors.forget(probe.key, answer_key)
             continue
         attempt = attempt_of(plan, answer)
         if attempt is not None:

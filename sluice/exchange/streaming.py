@@ -162,17 +162,30 @@ async def _open(
     if note is not None and state.replaying:
         upstream = await replay(note, services.clock)
         if upstream is None:
-            state.cache = unjoined(note, (ex.headers, headers))
+            state.cache = unjoined(note, (ex.headers, headers), sent=ex.writer.started)
     if upstream is None:
-        upstream = await services.router.open_stream(
-            state.req, state.plan, state.attempts, ex.traced
-        )
-        if state.flight is not None:
-            state.flight.opened(upstream.attempt)
+        upstream = await _upstream(ex, state)
     state.translator = upstream.translator
     state.first_token = services.clock() - state.started
     state.sent = True
     services.metrics.first_token(state.first_token)
+    return upstream
+
+
+async def _upstream(ex: Exchange, state: ExchangeState) -> UpstreamStream:
+    """The router's stream; a flight this request leads opens, or fails, with it."""
+    assert state.plan is not None
+    flight = state.flight
+    try:
+        upstream = await ex.services.router.open_stream(
+            state.req, state.plan, state.attempts, ex.traced
+        )
+    except ApiError as err:
+        if flight is not None:  # its joiners need not wait for this request's settling
+            flight.failed(err)
+        raise
+    if flight is not None:
+        flight.opened(upstream.attempt)
     return upstream
 
 
@@ -228,7 +241,7 @@ def _recorded(flight: Flight, sink: Sink) -> Sink:
 def _client_left(ex: Exchange, state: ExchangeState, upstream: UpstreamStream) -> None:
     """Mid-stream disconnect: close the upstream call, or read it on unsent (``drain``,
     or while requests that joined it still read)."""
-    drains = upstream.attempt.target.connection.on_disconnect == "drain"
+    drains = upstream.attempt.target.connection.on_disconnect == "drain" and not state.replaying
     joined = state.flight is not None and not state.flight.deserted
     read_on = (drains or joined) and not upstream.ended
     if not read_on or not ex.drain(lambda: _drain(state, upstream, drains)):
@@ -247,6 +260,9 @@ async def _drain(state: ExchangeState, upstream: UpstreamStream, drains: bool) -
         if flight is not None:
             flight.failed(err)
         return
+    except _DesertedError:
+        upstream.close()
+        return
     except BaseException:
         upstream.close()
         raise
@@ -257,7 +273,7 @@ async def _drain(state: ExchangeState, upstream: UpstreamStream, drains: bool) -
 def _read_on(flight: Flight, *, until_deserted: bool) -> Sink:
     async def record(batch: ChunkBatch) -> None:
         if until_deserted and flight.deserted:
-            raise asyncio.CancelledError  # nobody reads: the upstream call stops here
+            raise _DesertedError
         flight.record(batch)
 
     return record
@@ -335,9 +351,12 @@ async def _into_relay(
         resume.done("failed")
         return
     except _OverflowedError:
-        upstream.close()
         state.disconnect = "abandoned"
         resume.done("abandoned")
+        if state.flight is None or state.flight.deserted:
+            upstream.close()
+        else:  # no longer resumable, still read by the requests that joined it
+            await _drain(state, upstream, drains=False)
         return
     except BaseException:
         upstream.close()
@@ -347,6 +366,10 @@ async def _into_relay(
         raise
     relay.stamp(_ended(ex, state, encoder))
     resume.done("complete")
+
+
+class _DesertedError(Exception):
+    """A stream read on only for the requests that joined it, none of which reads now."""
 
 
 class _OverflowedError(Exception):

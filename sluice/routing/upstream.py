@@ -45,7 +45,7 @@ class UpstreamStream:
     """``first``: what was read while opening (taken once by :meth:`take_first`);
     ``ended``: the upstream finished while opening, nothing more will come."""
 
-    __slots__ = ("_first", "_resp", "_scrub", "attempt", "ended", "translator")
+    __slots__ = ("_first", "_held", "_resp", "_scrub", "attempt", "ended", "translator")
 
     def __init__(
         self,
@@ -59,6 +59,7 @@ class UpstreamStream:
         self._resp = response
         self._scrub = scrub
         self._first: ChunkBatch = []
+        self._held = b""
         self.ended = False
 
     async def next_batch(self) -> ChunkBatch | None:
@@ -70,9 +71,13 @@ class UpstreamStream:
             raise translator.failure
         if self.ended:
             return None
-        data = await self._resp.read_chunk()
+        data, self._held = self._held, b""
+        if not data:
+            data = await self._resp.read_chunk()
         if len(data) >= TURN_BYTES:  # more is likely waiting: the other streams' turn first
+            self._held = data  # a cancel in the turn loses nothing for a read that goes on
             await asyncio.sleep(0)
+            self._held = b""
         if data:
             return translator.feed(data)
         self.ended = True

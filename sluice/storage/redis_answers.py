@@ -12,8 +12,9 @@ in one script (atomic: two processes never overrun the bound); a hit makes its a
 the most recent. Each reply carries the count and the bytes kept, which ``/metrics``
 shows as last seen (no round trip when scraped).
 
-A lookup waits at most :data:`TIMEOUT` seconds to connect and as long for its reply; a
-Redis that fails or is slow makes it a miss, and for :data:`PAUSE` seconds after, every
+A lookup waits at most :data:`TIMEOUT` seconds for a connection, as long to connect and
+as long for its reply, :data:`LOOKUP_WAIT` in all; a Redis that fails or is slow makes
+it a miss, and for :data:`PAUSE` seconds after, every
 lookup is a miss at once (no request waits on a Redis known to be down). A put runs off
 the response path (at most :data:`MOST_PENDING` at a time; more are dropped); one that
 fails is dropped. Either is said in the log once per outage.
@@ -38,8 +39,14 @@ TIMEOUT = 0.5
 """Seconds a lookup (or a put) waits for a connection, to connect, and for a reply."""
 PAUSE = 1.0
 """Seconds Redis is left alone after it failed or was slow."""
-MOST_PENDING = 64
+MOST_PENDING = 16
 """Puts on their way to Redis at most; one more is dropped."""
+CONNECTIONS = 64
+"""The pool's connections: puts take at most :data:`MOST_PENDING` of them, so a burst of
+puts never keeps a lookup waiting for one."""
+LOOKUP_WAIT = 3 * TIMEOUT
+"""Seconds a lookup takes at most, whatever it waited on (a connection, the connect, a
+retry, the reply)."""
 
 _FORGET = """
 local function forget(member)
@@ -133,7 +140,7 @@ class RedisAnswers:
         # closed), none after a timeout: a lookup is a miss sooner than it is late.
         pool = BlockingConnectionPool.from_url(
             url,
-            max_connections=MOST_PENDING,
+            max_connections=CONNECTIONS,
             timeout=TIMEOUT,
             socket_timeout=TIMEOUT,
             socket_connect_timeout=TIMEOUT,
@@ -146,8 +153,9 @@ class RedisAnswers:
         if self._clock() < self._paused_until:
             return None
         try:
-            got: Any = await self._get(keys=self._keys, args=[self._values, key])
-        except (RedisError, OSError) as exc:
+            async with asyncio.timeout(LOOKUP_WAIT):
+                got: Any = await self._get(keys=self._keys, args=[self._values, key])
+        except (RedisError, OSError, TimeoutError) as exc:
             self._failed("answers are not looked up", exc)
             return None
         self._recovered()

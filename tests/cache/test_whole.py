@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from msgspec import UNSET
+import msgspec
+from msgspec import UNSET, Raw
 
 from sluice.cache.whole import folded, unfolded
 from sluice.core.batch import ChunkBatch
@@ -86,3 +87,24 @@ def test_a_whole_answer_unfolds_and_folds_back() -> None:
     assert batch[0][0].delta.role == "assistant"
     assert folded([batch]) == whole
     assert all(c.logprobs is UNSET for c in folded([batch]))
+
+
+def test_logprobs_of_every_chunk_join_and_trailing_reasoning_stays() -> None:
+    def token(text: str) -> Raw:
+        return Raw(msgspec.json.encode({"content": [{"token": text, "logprob": -0.5}]}))
+
+    batches = [
+        [[Choice(0, Delta(content="A"), None, token("A"))]],
+        [[Choice(0, Delta(content="B"), None, token("B"))]],
+        [[Choice(0, Delta(), "stop", None)]],
+    ]
+    [choice] = folded(batches)
+    assert isinstance(choice.logprobs, Raw)
+    assert [t["token"] for t in msgspec.json.decode(choice.logprobs)["content"]] == ["A", "B"]
+    message = ResponseMessage(
+        content="x",
+        reasoning_content="signed then more",
+        thinking_blocks=[ThinkingBlock("signed ", "s")],
+    )
+    again = folded([unfolded([CompletionChoice(0, message, "stop")])])
+    assert again[0].message.reasoning_content == "signed then more"

@@ -18,7 +18,7 @@ from sluice.exchange.ports import ClientGoneError
 from sluice.providers.base import StreamTranslator
 from sluice.providers.openai_stream import OpenAIStreamTranslator
 from sluice.providers.registry import AdapterRegistry
-from sluice.routing.upstream import UpstreamStream
+from sluice.routing.upstream import TURN_BYTES, UpstreamStream
 from tests.support.fake_openai import DONE, chunk
 from tests.support.fake_transport import UPSTREAM_KEY, ScriptedResponse, Step, connection
 from tests.support.routing import ROLE, plan, request, setup
@@ -292,3 +292,20 @@ async def test_a_big_read_gives_the_loops_other_work_its_turn(piece: int, yields
     other.cancel()
     assert batch is not None and len(batch) == 16
     assert (turns > before) is yields
+
+
+async def test_a_cancel_in_a_big_reads_turn_loses_none_of_it() -> None:
+    """A read of TURN_BYTES or more yields before it is translated; a cancel there (the
+    client left) keeps the read for whoever reads on (a drain, a flight's joiners)."""
+    big = chunk(content="x" * TURN_BYTES)
+    stream, resp = stream_over([ROLE + HI, big, FIN, DONE])
+    await stream.open(stall=1.0)
+    turn = asyncio.ensure_future(stream.next_batch())
+    while resp.reads < 2:
+        await asyncio.sleep(0)
+    turn.cancel()  # in the turn: read, not yet translated
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    batch = await stream.next_batch()
+    assert batch is not None and kinds(batch) == ["content:" + "x" * TURN_BYTES]
+    assert resp.reads == 2

@@ -6,6 +6,7 @@ embedding call never hit by meaning; the embedding is the operator's cost."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,7 +22,7 @@ from tests.support.accounts import metered_key
 from tests.support.fake_openai import text_stream
 from tests.support.fake_upstream import FakeUpstream, Reply
 from tests.support.gateway import running_gateway
-from tests.support.raw_http import exchange, get
+from tests.support.raw_http import RawClient, exchange, get, post
 
 FRANCE = "What is the capital of France?"
 PARAPHRASE = "what is the capital city of France"  # 0.926 to FRANCE with demo-embed
@@ -153,3 +154,42 @@ async def test_another_account_never_hits_by_meaning(tmp_path: Path, fake: FakeU
         answers = [await ask(gw, k, body(PARAPHRASE)) for k in (theirs, mine)]
     assert [a.headers["x-sluice-cache"] for a in answers] == ["miss", "hit"]
     assert len(fake.requests) == 2
+
+
+async def test_a_client_leaving_while_it_is_embedded_leaves_no_flight(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    """The demo embedder answers after 150 ms: a client gone before that lets go of
+    the flight its miss leads, so an identical request later is not left waiting."""
+    async with running_gateway(tmp_path, config(fake)) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        flights = gw.gateway.services.flights
+        gone = await RawClient.connect(gw.host, gw.port)
+        await gone.send(post("/v1/chat/completions", body(FRANCE), key))
+        async with asyncio.timeout(5):
+            while not len(flights):
+                await asyncio.sleep(0.005)
+        await gone.close()
+        async with asyncio.timeout(5):
+            while len(flights):
+                await asyncio.sleep(0.01)
+            later = await ask(gw, key, body(FRANCE))
+    assert later.status == 200 and contents(later.body) == "".join(PIECES)
+
+
+async def test_requests_that_joined_a_semantic_hit_are_served_its_answer(
+    tmp_path: Path, fake: FakeUpstream
+) -> None:
+    async with running_gateway(tmp_path, config(fake)) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        await ask(gw, key, body(FRANCE))
+        flights = gw.gateway.services.flights
+        leader = asyncio.ensure_future(ask(gw, key, body(PARAPHRASE)))
+        async with asyncio.timeout(5):
+            while not len(flights):  # the paraphrase is being embedded
+                await asyncio.sleep(0.002)
+        joiners = [asyncio.ensure_future(ask(gw, key, body(PARAPHRASE))) for _ in range(3)]
+        answers = await asyncio.gather(leader, *joiners)
+    assert len(fake.requests) == 1
+    assert [a.headers["x-sluice-cache"] for a in answers] == ["hit"] * 4
+    assert all(contents(a.body) == "".join(PIECES) for a in answers)
