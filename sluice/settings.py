@@ -51,6 +51,7 @@ from sluice.wire.chat import STEERING_FIELDS
 HOME_ENV = "SLUICE_HOME"
 DEFAULT_HOME = ".sluice"
 DB_FILE = "sluice.db"
+CACHE_FILE = "sluice-cache.db"
 
 
 class TelemetrySettings(msgspec.Struct, frozen=True):
@@ -185,6 +186,24 @@ def is_shared_storage(storage_url: str) -> bool:
     return not storage_url.startswith("sqlite:")
 
 
+def answers_file(settings: Settings) -> Path | None:
+    """Where the response cache keeps its answers without Redis: the SQLite file the
+    workers of this machine share, or None: each process's memory (``[cache] store``)."""
+    cache = settings.cache
+    embedded = not is_shared_storage(settings.storage_url)
+    several = embedded and settings.server.workers > 1
+    if cache.store == "memory" or (cache.store == "auto" and not several):
+        return None
+    if cache.path is not None:
+        return Path(cache.path)
+    if not embedded:
+        return settings.home / CACHE_FILE
+    from sluice.storage.sqlite import sqlite_path
+
+    database = sqlite_path(settings.storage_url)
+    return database.with_name(f"{database.stem}-cache.db")
+
+
 def _free_traffic_resolved(server: ServerConfig, storage_url: str) -> ServerConfig:
     """``dev_key`` and ``demo`` as the file says, else on for the embedded SQLite store
     only: on shared storage they would mint unmetered traffic for every replica."""
@@ -203,9 +222,11 @@ def build_settings(
     *,
     host: str | None = None,
     port: int | None = None,
+    workers: int | None = None,
     storage_in_use: str | None = None,
 ) -> Settings:
-    """``storage_in_use``: the storage the process already runs on (a reload: a change
+    """``host``, ``port``, ``workers``: the command line's, over the file's.
+    ``storage_in_use``: the storage the process already runs on (a reload: a change
     of ``[storage] url`` waits for a restart), which then decides whether ``dev_key``
     and ``demo`` are on by default; else the file's."""
     server = file.server
@@ -220,6 +241,8 @@ def build_settings(
         server = msgspec.structs.replace(server, host=host)
     if port is not None:
         server = msgspec.structs.replace(server, port=port)
+    if workers is not None:
+        server = msgspec.structs.replace(server, workers=workers)
     connections = [_connection(c, env) for c in file.connections]
     kinds = {c.provider for c in connections}
     if server.env_connections:

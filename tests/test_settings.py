@@ -8,7 +8,7 @@ import pytest
 
 from sluice.config import FileConfig, parse_config
 from sluice.errors import ConfigError
-from sluice.settings import Settings, build_settings, resolve_home
+from sluice.settings import Settings, answers_file, build_settings, resolve_home
 
 HOME = Path("/tmp/sluice-home")
 
@@ -296,3 +296,35 @@ def test_a_named_key_variable_must_be_set_whatever_the_provider(
     conn = settings(connection + 'api_key_env = "LOCAL_KEY"\n', {"LOCAL_KEY": "k-1"}).connections[0]
     assert conn.api_key is not None and conn.api_key.reveal() == "k-1"
     assert settings(connection).connections[0].api_key is None  # naming none: no key, as before
+
+
+@pytest.mark.parametrize(
+    ("toml", "workers", "where"),
+    [
+        ("", None, None),
+        ("[server]\nworkers = 4\n", None, "/tmp/sluice-home/sluice-cache.db"),
+        ("", 4, "/tmp/sluice-home/sluice-cache.db"),
+        ('[storage]\nurl = "sqlite:///data/gw.db"\n', 2, "data/gw-cache.db"),
+        (PG, 4, None),
+        ('[cache]\nstore = "memory"\n', 4, None),
+        ('[cache]\nstore = "sqlite"\n', None, "/tmp/sluice-home/sluice-cache.db"),
+        (PG + '[cache]\nstore = "sqlite"\n', None, "/tmp/sluice-home/sluice-cache.db"),
+        ('[cache]\nstore = "sqlite"\npath = "/var/cache/a.db"\n', None, "/var/cache/a.db"),
+    ],
+    ids=[
+        "one-worker",
+        "workers",
+        "workers-flag",
+        "beside-the-database",
+        "postgres",
+        "memory",
+        "sqlite",
+        "sqlite-postgres",
+        "path",
+    ],
+)
+def test_the_answers_are_in_a_sqlite_file_when_workers_share_the_sqlite_storage(
+    toml: str, workers: int | None, where: str | None
+) -> None:
+    s = build_settings(parse_config(toml), {}, HOME, workers=workers)
+    assert answers_file(s) == (None if where is None else Path(where))

@@ -149,11 +149,13 @@ def serve(
     """Run the gateway (SQLite and the demo provider unless a config says otherwise)."""
     configure_logging(log_level, log_format)
     try:
-        settings = load_settings(config_path, home, host=host, port=port)
+        settings = load_settings(config_path, home, host=host, port=port, workers=workers)
         # a reload reads the same file against this environment and home again
-        source = SettingsSource(config_path, os.environ, settings.home, host=host, port=port)
+        source = SettingsSource(
+            config_path, os.environ, settings.home, host=host, port=port, workers=workers
+        )
         role = worker_role()
-        count = workers or settings.server.workers
+        count = settings.server.workers
         if role is not None:
             become_worker(role[1])
             _start(settings, source, worker=True)
@@ -198,7 +200,8 @@ def _start(settings: Settings, source: SettingsSource, worker: bool = False) -> 
 def _start_workers(settings: Settings, count: int, options: list[str]) -> None:
     server = settings.server
     port = server.port or free_port(server.host)
-    command = [sys.executable, "-m", "sluice", "serve", *options, "--workers", "1"]
+    # each worker knows how many share the port (the response cache's store follows)
+    command = [sys.executable, "-m", "sluice", "serve", *options, "--workers", str(count)]
     command += ["--host", server.host, "--port", str(port), "--home", str(settings.home)]
     asyncio.run(_supervise(settings, Supervisor(command, count, server.shutdown_grace), port))
 

@@ -48,12 +48,14 @@ def load_settings(
     *,
     host: str | None = None,
     port: int | None = None,
+    workers: int | None = None,
 ) -> Settings:
-    """The settings of ``--config`` / ``--home`` against this environment; raises
-    :class:`ConfigError`."""
+    """The settings of ``--config`` / ``--home`` against this environment (``host``,
+    ``port``, ``workers``: the command line's); raises :class:`ConfigError`."""
     env = dict(os.environ)
     file = read_config_file(config_path) if config_path else FileConfig()
-    return build_settings(file, env, resolve_home(home, env), host=host, port=port)
+    place = resolve_home(home, env)
+    return build_settings(file, env, place, host=host, port=port, workers=workers)
 
 
 def storage_of(config_path: Path | None, home: str | None) -> tuple[str, Path]:

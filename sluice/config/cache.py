@@ -40,13 +40,21 @@ class CacheConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class CacheStoreConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """``[cache]``: the bounds of the answer store (least recently used answers are
-    evicted first): the process's, or with ``[limits] redis_url`` the one every process
-    shares in Redis."""
+    """``[cache]``: where the answers are kept and their bounds (least recently used
+    answers are evicted first), read at start (docs/cache.md#the-store). With
+    ``[limits] redis_url`` they are in Redis, which every process shares, whatever
+    ``store`` says."""
 
+    store: Literal["auto", "memory", "sqlite"] = "auto"
+    """Without Redis: ``memory``, each process's own; ``sqlite``, a file the workers of
+    this machine share; ``auto``, ``sqlite`` when ``[server] workers`` (or ``--workers``)
+    is more than 1 and the storage is SQLite, else ``memory``."""
+    path: str | None = None
+    """The ``sqlite`` store's file; None: beside the SQLite database (``sluice.db``:
+    ``sluice-cache.db``), or in the home with other storage."""
     max_bytes: Annotated[int, msgspec.Meta(ge=0)] = 64 * 1024 * 1024
-    """The answers kept, in bytes: by one process, or with ``redis_url`` by all of them
-    in Redis (0: none are kept)."""
+    """The answers kept, in bytes: by one process in memory, or by all of them in the
+    ``sqlite`` file or in Redis (0: none are kept)."""
     max_entry_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 1024 * 1024
     """The largest answer kept; a longer one is served but not stored."""
     max_vector_bytes: Annotated[int, msgspec.Meta(ge=0)] = 16 * 1024 * 1024

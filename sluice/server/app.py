@@ -80,7 +80,8 @@ _QUICK = frozenset(
 
 class Shared(Protocol):
     """What this process shares with the others on one Redis (circuits, estimates, the
-    response cache's answers)."""
+    response cache's answers), or with the workers of its machine in a SQLite file (the
+    answers)."""
 
     async def start(self) -> None: ...
 

@@ -45,11 +45,12 @@ from sluice.server.generation import Generation
 from sluice.server.intake import Limits
 from sluice.server.models import model_list
 from sluice.server.reload import Reloader, SettingsSource
-from sluice.settings import Settings
+from sluice.settings import Settings, answers_file
 from sluice.storage.answers import MemoryAnswers
 from sluice.storage.base import Store
 from sluice.storage.redis_answers import RedisAnswers
 from sluice.storage.redis_mirror import RedisMirror
+from sluice.storage.sqlite.answers import SqliteAnswers
 from sluice.storage.writer import WriteBehind
 from sluice.transport.http import HttpTransport
 from sluice.transport.port import Transport
@@ -88,9 +89,10 @@ class _Lasting:
             routing.breaker_failures, routing.breaker_cooldown, routing.max_retry_after
         )
         self.speeds = Speeds()
-        self.shares: list[BreakerShare | SpeedShare | RedisAnswers] = []
+        self.shares: list[BreakerShare | SpeedShare | RedisAnswers | SqliteAnswers] = []
         self.mirror = None
-        cache, shared = settings.cache, None
+        cache = settings.cache
+        shared: RedisAnswers | SqliteAnswers | None = None
         redis_url, prefix = settings.limits.redis_url, settings.limits.key_prefix
         if redis_url:
             breakers = BreakerShare.from_url(redis_url, prefix, self.breaker, clock)
@@ -99,6 +101,9 @@ class _Lasting:
             shared = RedisAnswers.from_url(redis_url, prefix, cache.max_bytes, clock)
             self.shares = [breakers, speeds, shared]
             self.mirror = RedisMirror.from_url(redis_url, prefix)
+        elif (answers_path := answers_file(settings)) is not None:
+            shared = SqliteAnswers(answers_path, cache.max_bytes, wall_clock)
+            self.shares = [shared]
         escrow = None
         if metering.reserve:
             escrow = Escrow(

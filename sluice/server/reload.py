@@ -40,9 +40,10 @@ _WHOLE = ("connections", "models", "routes", "guardrails")
 
 class SettingsSource:
     """Where the settings came from: the config file, the environment and the home of
-    startup, and the command line's ``--host``/``--port``; read again on reload."""
+    startup, and the command line's ``--host``/``--port``/``--workers``; read again on
+    reload."""
 
-    __slots__ = ("env", "home", "host", "path", "port")
+    __slots__ = ("env", "home", "host", "path", "port", "workers")
 
     def __init__(
         self,
@@ -52,12 +53,14 @@ class SettingsSource:
         *,
         host: str | None = None,
         port: int | None = None,
+        workers: int | None = None,
     ) -> None:
         self.path = path
         self.env = MappingProxyType(dict(env))
         self.home = home
         self.host = host
         self.port = port
+        self.workers = workers
 
     def __repr__(self) -> str:  # never the environment: it holds credentials
         return f"SettingsSource({self.path!r})"
@@ -75,6 +78,7 @@ class SettingsSource:
             self.home,
             host=self.host,
             port=self.port,
+            workers=self.workers,
             storage_in_use=storage_in_use,
         )
 

@@ -2,15 +2,16 @@
 (docs/deploy.md#workers).
 
 The supervisor (the ``sluice serve`` the operator started) prepares storage once
-(migrations, the development key), then starts N workers: the same command with one
-worker, each pinned to one of the cores it may use and listening on the same address
-with ``SO_REUSEPORT``, so the kernel spreads connections over them. A worker that dies
-is started again (after a second when it dies young, so a broken one does not spin);
-``SIGTERM`` / ``SIGINT`` reach every worker, each drains as a single gateway does
-(``[server] shutdown_grace``), and the supervisor exits when the last one has;
-``SIGHUP`` reloads every worker's config. Several workers on one SQLite file are safe
-(WAL, writes in ``BEGIN IMMEDIATE`` transactions that wait for each other); with more
-than one replica PostgreSQL is the store.
+(migrations, the development key), then starts N workers: the same command in the
+worker's role (:data:`WORKER_ENV`), each pinned to one of the cores it may use and
+listening on the same address with ``SO_REUSEPORT``, so the kernel spreads connections
+over them. A worker that dies is started again (after a second when it dies young, so a
+broken one does not spin); ``SIGTERM`` / ``SIGINT`` reach every worker, each drains as a
+single gateway does (``[server] shutdown_grace``), and the supervisor exits when the
+last one has; ``SIGHUP`` reloads every worker's config. Several workers on one SQLite
+file are safe (WAL, writes in ``BEGIN IMMEDIATE`` transactions that wait for each
+other), and by default share the response cache's answers in another; with more than
+one replica PostgreSQL is the store.
 """
 
 from __future__ import annotations
@@ -94,8 +95,8 @@ class _Worker:
 
 class Supervisor:
     def __init__(self, command: Sequence[str], count: int, grace: float) -> None:
-        """``command``: how to start one worker (``sluice serve`` with ``--workers 1``
-        and the port every worker shares)."""
+        """``command``: how to start one worker (``sluice serve`` with the port every
+        worker shares; :data:`WORKER_ENV` makes it one worker of ``--workers``)."""
         self._command = list(command)
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
         self._workers = [_Worker(i, cores[i % len(cores)]) for i in range(count)]

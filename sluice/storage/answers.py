@@ -1,8 +1,9 @@
 """The port through which the response cache keeps its answers (docs/cache.md#the-store),
 encoded (the cache encodes and decodes them; a backend keeps bytes by key), and its
-embedded default: :class:`MemoryAnswers`, one process's. :class:`~.redis_answers.
-RedisAnswers`, shared by every worker and replica, is chosen in the composition root
-when ``[limits] redis_url`` is set.
+in-memory implementation: :class:`MemoryAnswers`, one process's. The composition root
+chooses :class:`~.redis_answers.RedisAnswers`, shared by every worker and replica, when
+``[limits] redis_url`` is set, else :class:`~.sqlite.answers.SqliteAnswers`, shared by
+the workers of one machine, when ``[cache] store`` resolves to ``sqlite``.
 """
 
 from __future__ import annotations

@@ -69,8 +69,9 @@ _PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_t
 _READER_PRAGMAS = ("query_only=ON", "busy_timeout=10000")
 
 
-class _Worker:
-    """One connection and the one thread that opens, uses and closes it."""
+class SqliteThread:
+    """One connection and the one thread that opens, uses and closes it (the store's
+    writer and reader, the response cache's answers)."""
 
     def __init__(self, name: str) -> None:
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
@@ -82,8 +83,12 @@ class _Worker:
     async def connect(self, path: Path, pragmas: tuple[str, ...]) -> None:
         def connect() -> sqlite3.Connection:
             db = sqlite3.connect(path, isolation_level=None)
-            for pragma in pragmas:
-                db.execute(f"PRAGMA {pragma}")
+            try:
+                for pragma in pragmas:
+                    db.execute(f"PRAGMA {pragma}")
+            except BaseException:
+                db.close()
+                raise
             return db
 
         self.db = await self.call(connect)
@@ -107,14 +112,14 @@ class SqliteBase:
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        self._writer: _Worker | None = None
-        self._reader: _Worker | None = None
+        self._writer: SqliteThread | None = None
+        self._reader: SqliteThread | None = None
 
     async def open(self) -> None:
         """The writer first: it creates the file and puts it in WAL mode."""
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        self._writer = _Worker("sluice-sqlite")
-        self._reader = _Worker("sluice-sqlite-read")
+        self._writer = SqliteThread("sluice-sqlite")
+        self._reader = SqliteThread("sluice-sqlite-read")
         try:
             await self._writer.connect(self._path, _PRAGMAS)
             await self._reader.connect(self._path, _READER_PRAGMAS)
