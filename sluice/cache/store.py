@@ -60,6 +60,11 @@ class AnswerStore:
     def max_bytes(self) -> int:
         return self.kept.max_bytes
 
+    @property
+    def kind(self) -> str:
+        """``memory`` or ``redis``: the backend that keeps the answers."""
+        return self.kept.kind
+
     async def get(self, key: str) -> CachedAnswer | None:
         """The answer under ``key``; None when there is none (or what is kept is not
         one: written by another version)."""

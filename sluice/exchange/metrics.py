@@ -27,6 +27,7 @@ from prometheus_client.samples import Sample
 from sluice.cache.flight import Flights
 from sluice.cache.store import AnswerStore
 from sluice.core.money import usd_from_nano
+from sluice.exchange.cache_outcomes import CacheOutcomes
 from sluice.exchange.metric_series import Families
 from sluice.exchange.tasks import Tasks
 from sluice.routing.attempts import AttemptRecord
@@ -209,7 +210,15 @@ class Metrics:
     the operator's connections, the ones labelled by id. A reload relabels
     (:meth:`relabelled`); the series carry on."""
 
-    __slots__ = ("_answers", "_families", "_flights", "_operators", "_speeds", "streams")
+    __slots__ = (
+        "_answers",
+        "_families",
+        "_flights",
+        "_operators",
+        "_speeds",
+        "cache_outcomes",
+        "streams",
+    )
 
     def __init__(
         self,
@@ -227,6 +236,8 @@ class Metrics:
         self._answers = answers
         self._flights = flights
         self.streams = self._families.streams
+        self.cache_outcomes = CacheOutcomes()
+        """The cache's requests by outcome, as ``sluice_cache_requests_total`` counts them."""
 
     def relabelled(self, operators: Collection[str]) -> Metrics:
         """The same series, labelled for another config's connections."""
@@ -302,6 +313,7 @@ class Metrics:
             families.drains.inc()
         if record.cache is not None:
             families.cache(record.cache).inc()
+            self.cache_outcomes.count(record.cache)
         for note in record.guardrails:
             if note["outcome"] == "blocked":
                 families.blocks(note["name"], note["stage"]).inc()

@@ -30,6 +30,7 @@ _ASSETS = (
     "forms.js",
     "account.js",
     "models.js",
+    "cache.js",
     "charts.js",
     "life.js",
     "snippets.js",

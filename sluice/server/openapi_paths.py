@@ -14,6 +14,7 @@ import msgspec
 from sluice.accounts.policy import AllowanceChanges, KeyChanges
 from sluice.config import PriceConfig
 from sluice.server.admin import ConnectionBody, Credits, NewAccount
+from sluice.server.admin_cache import CacheView
 from sluice.server.admin_connections import ConnectionList
 from sluice.server.admin_keys import Revoke
 from sluice.server.admin_models import ModelViewList
@@ -333,6 +334,10 @@ ENDPOINTS: Final = (
     Endpoint(path="/admin/models", method="get", summary="Every served model and route with "
              "the targets a request tries in order and each one's circuit breaker",
              answer=ModelViewList, key=_ADMIN, errors=_AUTHZ),
+    Endpoint(path="/admin/cache", method="get", summary="The response cache: its store, "
+             "hits, misses and bypasses since this replica started, the hit ratio, requests "
+             "in flight shared, and each cached model's and route's settings",
+             answer=CacheView, key=_ADMIN, errors=_AUTHZ),
     Endpoint(path="/admin/requests", method="get", summary="Every account's request log (a "
              "page)", answer=RequestPage, text=EXPORTS, key=_ADMIN,
              params=(*_REQUEST_PARAMS, _ACCOUNT), errors=(400, *_AUTHZ)),

@@ -23,6 +23,7 @@ from sluice.frontdoors.responses.memory import ResponseMemory
 from sluice.frontdoors.responses.reasoning import ReasoningSeal
 from sluice.server import endpoints, request_list, spend_report, stored_responses
 from sluice.server.admin import ADMIN_PREFIX, admin
+from sluice.server.admin_cache import CACHE_PATH, cache_view
 from sluice.server.admin_connections import CONNECTIONS_PATH, connections
 from sluice.server.admin_models import MODELS_PATH, model_views
 from sluice.server.background import Backgrounds
@@ -96,6 +97,7 @@ class Routes:
             "/metrics": {"GET": (endpoints.metrics, False)},  # the admin key
             CONNECTIONS_PATH: {"GET": (connections, False)},  # the admin key
             MODELS_PATH: {"GET": (model_views, False)},  # the admin key
+            CACHE_PATH: {"GET": (cache_view, False)},  # the admin key
             RELOAD_PATH: dict.fromkeys(_ADMIN_METHODS, (reload_endpoint, False)),
         }
         for path, page in console_routes():

@@ -23,6 +23,11 @@ class KeptAnswers(Protocol):
     @property
     def max_bytes(self) -> int: ...
 
+    @property
+    def kind(self) -> str:
+        """Where the answers are: ``memory`` (this process's) or ``redis`` (shared)."""
+        ...
+
     async def get(self, key: str) -> bytes | None: ...
 
     def put(self, key: str, encoded: bytes, ttl: float) -> None:
@@ -62,6 +67,10 @@ class MemoryAnswers:
         self._by_key: OrderedDict[str, _Kept] = OrderedDict()
         self.kept_bytes = 0
         self.evictions = 0
+
+    @property
+    def kind(self) -> str:
+        return "memory"
 
     @property
     def entries(self) -> int:

@@ -148,6 +148,10 @@ class RedisAnswers:
         )
         return cls(Redis.from_pool(pool), prefix, max_bytes, clock)
 
+    @property
+    def kind(self) -> str:
+        return "redis"
+
     async def get(self, key: str) -> bytes | None:
         """The answer under ``key``; None when there is none or Redis fails."""
         if self._clock() < self._paused_until:

@@ -1,8 +1,9 @@
 // Models (admin key): every served model and route with the targets a request tries in
 // order and each target's circuit; the connections with their breaker, error rate and
-// time to first token, and which models' circuits are open and for how long; and a
-// button that reloads the config file.
+// time to first token, and which models' circuits are open and for how long; the
+// response cache (cache.js); and a button that reloads the config file.
 import { el, ms, row } from "./api.js";
+import { showCache } from "./cache.js";
 import { jsonPost, say } from "./forms.js";
 
 const $ = (id) => document.getElementById(id);
@@ -21,7 +22,7 @@ export class Models {
   shown() {
     this.refresh();
     clearInterval(this.timer);
-    this.timer = setInterval(() => this.connections(), REFRESH_MS);
+    this.timer = setInterval(() => this.figures(), REFRESH_MS);
   }
 
   hidden() {
@@ -33,7 +34,12 @@ export class Models {
   }
 
   async refresh() {
-    await Promise.all([this.models(), this.connections()]);
+    await Promise.all([this.models(), this.figures()]);
+  }
+
+  /** What changes with traffic: the connections and the cache. */
+  async figures() {
+    await Promise.all([this.connections(), showCache(this.api)]);
   }
 
   async models() {

@@ -89,6 +89,7 @@ async def test_a_fill_on_one_replica_is_a_hit_on_the_other(
         served = await streamed(b, key)
         logged = await row(b, key, served[2]["x-request-id"])
         scraped = await exchange(b.host, b.port, get("/metrics", ADMIN))
+        viewed = (await exchange(b.host, b.port, get("/admin/cache", ADMIN))).json()
     assert len(fake.requests) == 1
     assert [filled[2]["x-sluice-cache"], served[2]["x-sluice-cache"]] == ["miss", "hit"]
     assert filled[0] == served[0] == "".join(PIECES)
@@ -97,6 +98,9 @@ async def test_a_fill_on_one_replica_is_a_hit_on_the_other(
     found = samples(scraped.body.decode())
     assert found["sluice_cache_requests_total", (("outcome", "hit"),)] == 1
     assert found["sluice_cache_entries", ()] == 1 and found["sluice_cache_bytes", ()] > 500
+    # the operator's view on b: the shared store's entry, b's own requests (one hit)
+    assert viewed["store"]["kind"] == "redis" and viewed["store"]["entries"] == 1
+    assert viewed["requests"] == {"hit": 1, "miss": 0, "bypass": 0} and viewed["hit_ratio"] == 1
 
 
 async def test_another_account_never_hits_an_accounts_entry_through_redis(
