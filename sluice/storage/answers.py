@@ -25,7 +25,8 @@ class KeptAnswers(Protocol):
 
     @property
     def kind(self) -> str:
-        """Where the answers are: ``memory`` (this process's) or ``redis`` (shared)."""
+        """Where the answers are: ``memory`` (this process's), ``sqlite`` (one machine's
+        workers') or ``redis`` (every worker's and replica's)."""
         ...
 
     async def get(self, key: str) -> bytes | None: ...

@@ -115,6 +115,10 @@ class SqliteAnswers:
         self.kept_bytes = 0
         self.evictions = 0
 
+    @property
+    def kind(self) -> str:
+        return "sqlite"
+
     async def get(self, key: str) -> bytes | None:
         """The answer under ``key``; None when there is none, or the file fails."""
         reader, now = self._reader, self._clock()
