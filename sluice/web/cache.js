@@ -10,7 +10,8 @@ const UNITS = ["B", "KiB", "MiB", "GiB"];
 export async function showCache(api) {
   const cache = await api.json("/admin/cache");
   const { store, requests } = cache;
-  $("cache-kind").textContent = store.kind === "redis" ? "(shared through Redis)" : "(this process's memory)";
+  const where = { redis: "(shared through Redis)", sqlite: "(shared by this machine's workers)" };
+  $("cache-kind").textContent = where[store.kind] || "(this process's memory)";
   $("cache-entries").textContent = String(store.entries);
   $("cache-bytes").textContent = `${size(store.bytes)} of ${size(store.max_bytes)} (one answer at most ${size(store.max_entry_bytes)})`;
   $("cache-evictions").textContent = String(store.evictions);
