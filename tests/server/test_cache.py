@@ -203,11 +203,15 @@ async def test_an_answer_that_is_not_whole_is_never_kept(
     assert len(fake.requests) == 2
 
 
-async def test_a_guardrails_change_is_never_kept(tmp_path: Path, fake: FakeUpstream) -> None:
-    async with running_gateway(tmp_path, config(fake) + rule("redact")) as gw:
+@pytest.mark.parametrize("action", ["redact", "block"])
+async def test_a_guardrails_change_is_never_kept(
+    tmp_path: Path, fake: FakeUpstream, action: str
+) -> None:
+    async with running_gateway(tmp_path, config(fake) + rule(action)) as gw:
         key = await metered_key(gw.gateway.store, "team", FUNDS)
         answers = [await ask(gw, key) for _ in range(2)]
     assert [a.headers["x-sluice-cache"] for a in answers] == ["miss", "miss"]
+    assert len(fake.requests) == 2
     assert "forty" not in contents(answers[1].body)
 
 
