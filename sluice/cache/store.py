@@ -62,8 +62,13 @@ class AnswerStore:
 
     @property
     def kind(self) -> str:
-        """``memory`` or ``redis``: the backend that keeps the answers."""
+        """``memory``, ``sqlite`` or ``redis``: the backend that keeps the answers."""
         return self.kept.kind
+
+    @property
+    def reachable(self) -> bool:
+        """A lookup's None now means the answer is gone (the backend answered)."""
+        return self.kept.reachable
 
     async def get(self, key: str) -> CachedAnswer | None:
         """The answer under ``key``; None when there is none (or what is kept is not

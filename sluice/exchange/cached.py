@@ -233,13 +233,10 @@ def handed(note: CacheNote, found: CacheNote, flights: Flights) -> None:
 
 def unjoined(note: CacheNote, told: tuple[list[tuple[str, str]], ...], *, sent: bool) -> CacheNote:
     """A joiner whose flight was left before its first event goes upstream itself,
-    unrecorded: a miss, which each header list in ``told`` says; or, when its head
-    already went out saying ``hit`` (a keep-alive while it waited), a hit as told,
-    charged the cache's share (the operator carries the call)."""
+    unrecorded: a miss, charged and logged so, which each header list in ``told`` says
+    unless its head already went out (a keep-alive while it waited: it said ``hit``)."""
     note.release()
-    if sent:
-        return CacheNote("hit", note.config, note.key, reads=note.reads, fills=False)
-    for headers in told:
+    for headers in () if sent else told:
         headers[:] = [(n, "miss" if n == CACHE_HEADER else v) for n, v in headers]
     return CacheNote("miss", note.config, note.key)
 

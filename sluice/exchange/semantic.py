@@ -65,12 +65,15 @@ async def _nearest(
     services: Services, plan: Plan, note: CacheNote, probe: Probe, threshold: float
 ) -> CacheNote:
     """A hit on the most similar kept answer at or above ``threshold`` that the plan
-    still serves, of the :data:`TRIES` most similar (a vector whose answer is gone, or
-    that a store out of reach cannot give now, is skipped, not forgotten: the index's
-    bound drops it in its turn), else the miss with its probe."""
+    still serves, of the :data:`TRIES` most similar (a vector whose answer is gone is
+    forgotten; one a store out of reach cannot give now is only skipped), else the miss
+    with its probe."""
+    answers = services.answers
     for similarity, answer_key in services.vectors.nearest(probe, threshold)[:TRIES]:
-        answer = await services.answers.get(answer_key)
+        answer = await answers.get(answer_key)
         if answer is None:
+            if answers.reachable:  # expired or evicted: it will not come back
+                services.vectors.forget(probe.key, answer_key)
             continue
         attempt = attempt_of(plan, answer)
         if attempt is not None:

@@ -353,10 +353,11 @@ async def _into_relay(
     except _OverflowedError:
         state.disconnect = "abandoned"
         resume.done("abandoned")
+        drains = upstream.attempt.target.connection.on_disconnect == "drain"
         if state.flight is None or state.flight.deserted:
             upstream.close()
         else:  # no longer resumable, still read by the requests that joined it
-            await _drain(state, upstream, drains=False)
+            await _drain(state, upstream, drains)
         return
     except BaseException:
         upstream.close()

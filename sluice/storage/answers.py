@@ -29,6 +29,12 @@ class KeptAnswers(Protocol):
         workers') or ``redis`` (every worker's and replica's)."""
         ...
 
+    @property
+    def reachable(self) -> bool:
+        """A lookup's None now means the answer is not kept (not that the backend could
+        not be asked)."""
+        ...
+
     async def get(self, key: str) -> bytes | None: ...
 
     def put(self, key: str, encoded: bytes, ttl: float) -> None:
@@ -72,6 +78,10 @@ class MemoryAnswers:
     @property
     def kind(self) -> str:
         return "memory"
+
+    @property
+    def reachable(self) -> bool:
+        return True
 
     @property
     def entries(self) -> int:

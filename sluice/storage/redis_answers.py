@@ -152,6 +152,10 @@ class RedisAnswers:
     def kind(self) -> str:
         return "redis"
 
+    @property
+    def reachable(self) -> bool:
+        return self._clock() >= self._paused_until
+
     async def get(self, key: str) -> bytes | None:
         """The answer under ``key``; None when there is none or Redis fails."""
         if self._clock() < self._paused_until:

@@ -119,6 +119,10 @@ class SqliteAnswers:
     def kind(self) -> str:
         return "sqlite"
 
+    @property
+    def reachable(self) -> bool:
+        return self._reader is not None and self._clock() >= self._lookups.paused_until
+
     async def get(self, key: str) -> bytes | None:
         """The answer under ``key``; None when there is none, or the file fails."""
         reader, now = self._reader, self._clock()
@@ -127,10 +131,12 @@ class SqliteAnswers:
         try:
             encoded = await reader.call(partial(_look_up, reader, key, now))
         except sqlite3.Error as exc:
-            self._lookups.failed(self._clock(), exc)
+            if not _busy(exc):  # a lock held past TIMEOUT is this lookup's miss only
+                self._lookups.failed(self._clock(), exc)
             return None
         self._lookups.recovered()
-        if encoded is not None and (key in self._uses or len(self._uses) < MOST_USES):
+        noted = key in self._uses or len(self._uses) < MOST_USES
+        if encoded is not None and noted and now >= self._keeping.paused_until:
             self._uses[key] = now
             self._write_soon()
         return encoded
@@ -195,6 +201,12 @@ class SqliteAnswers:
         for thread in threads:
             if thread is not None:
                 await thread.close()
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """The file was locked (another worker writing), not failing."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _create(thread: SqliteThread) -> None:
