@@ -37,6 +37,15 @@ class _Opened(msgspec.Struct, array_like=True, frozen=True):
     """The process that opened it (it does not apply its own message again)."""
 
 
+async def _ended(tasks: list[asyncio.Task[None]]) -> None:
+    """Until ``tasks`` end (a second at most); what they raised is seen, not logged."""
+    if tasks:
+        await asyncio.wait(tasks, timeout=1.0)
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()
+
+
 class BreakerShare:
     """Owns ``client``. ``start`` reads the circuits open now and listens for more."""
 
@@ -52,6 +61,7 @@ class BreakerShare:
         self._tasks: set[asyncio.Task[None]] = set()
         self._listening: asyncio.Task[None] | None = None
         self._failing = False
+        self._closing = False
 
     @classmethod
     def from_url(
@@ -77,13 +87,15 @@ class BreakerShare:
             await asyncio.wait_for(asyncio.shield(ready), 2.0)
 
     async def close(self) -> None:
+        """A listener redis-py kept from its cancel (parked again on a read without a
+        timeout) ends when its connection is closed: closing never waits forever."""
+        self._closing = True
         tasks = [*self._tasks, *([self._listening] if self._listening else [])]
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
-                await task
+        await _ended(tasks)
         await self._client.aclose()
+        await _ended(tasks)
 
     async def _tell(self, key: Circuit, seconds: float) -> None:
         payload = msgspec.json.encode(_Opened(key[0], key[1], seconds, self._origin))
@@ -98,8 +110,8 @@ class BreakerShare:
 
     async def _listen(self, ready: asyncio.Future[None]) -> None:
         """Apply every opening told, reconnecting after an outage (then reading again
-        the circuits open meanwhile)."""
-        while True:
+        the circuits open meanwhile), until closed."""
+        while not self._closing:
             try:
                 async with self._client.pubsub() as pubsub:
                     await pubsub.subscribe(self._channel)
@@ -111,6 +123,8 @@ class BreakerShare:
                         if message.get("type") == "message":
                             self._apply(message["data"], None)
             except (RedisError, OSError) as exc:
+                if self._closing:
+                    return
                 self._unshared(exc)
                 await asyncio.sleep(1.0)
 

@@ -55,6 +55,15 @@ _REQUEST_ID = re.compile(r"req_[0-9A-Za-z_]{1,64}")
 """What a request id may look like: nothing else reaches Redis's key names."""
 
 
+async def _ended(tasks: list[asyncio.Task[Any]]) -> None:
+    """Until ``tasks`` end (a second at most); what they raised is seen, not logged."""
+    if tasks:
+        await asyncio.wait(tasks, timeout=1.0)
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()
+
+
 def _entries(raw: Any) -> list[tuple[int, dict[bytes, bytes]]]:
     """A stream's entries as Redis gave them: each one's number (``0-n``) and fields."""
     return [(int(bytes(entry_id).split(b"-")[1]), dict(fields)) for entry_id, fields in raw]
@@ -98,6 +107,7 @@ class RedisMirror:
         self._tasks: set[asyncio.Task[bool]] = set()
         self._listening: asyncio.Task[None] | None = None
         self._failing = False
+        self._closing = False
 
     @classmethod
     def from_url(cls, url: str, prefix: str) -> RedisMirror:
@@ -173,9 +183,10 @@ class RedisMirror:
 
     async def listen(self, owner: Owner) -> None:
         """Tell ``owner`` every stop and want asked elsewhere, reconnecting after an
-        outage (said in the log once per outage); a message that is not ours is skipped."""
+        outage (said in the log once per outage), until closed; a message that is not
+        ours is skipped."""
         deaf = False
-        while True:
+        while not self._closing:
             try:
                 async with self._listener.pubsub() as pubsub:
                     await pubsub.subscribe(self._channel)
@@ -184,6 +195,8 @@ class RedisMirror:
                         if message.get("type") == "message":
                             _tell(owner, message["data"])
             except (RedisError, OSError) as exc:
+                if self._closing:
+                    return
                 if not deaf:
                     _log.warning("asks from other processes are not heard (Redis: %s)", exc)
                 deaf = True
@@ -193,17 +206,19 @@ class RedisMirror:
         self._listening = asyncio.get_running_loop().create_task(self.listen(owner))
 
     async def close(self) -> None:
-        """The mirrors finish their streams' ends (a couple of seconds at most)."""
+        """The mirrors finish their streams' ends (a couple of seconds at most). A
+        listener redis-py kept from its cancel (seen: parked again on a read without a
+        timeout) ends when its connection is closed, so closing never waits forever."""
+        self._closing = True
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=2.0)
         tasks = [*self._tasks, *([self._listening] if self._listening else [])]
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
-                await task
+        await _ended(tasks)
         await self._client.aclose()
         await self._listener.aclose()
+        await _ended(tasks)
 
     # --- any other process ----------------------------------------------------------
 
