@@ -229,12 +229,15 @@ class Exchange:
         if principal.metered:
             plan = priced_plan(plan, view.prices)
         state.plan = plan
-        asker = Asker.of(state.request_id, principal, rules.output)
-        note = await looked_up(
-            req, plan, asker, self._incoming, store=services.answers, flights=services.flights
-        )
+        note = None
+        if plan.cache is not None:  # a model without a cache awaits no lookup
+            asker = Asker.of(state.request_id, principal, rules.output)
+            note = await looked_up(
+                req, plan, asker, self._incoming, store=services.answers, flights=services.flights
+            )
         try:  # whatever ends the request now, a flight it leads is let go
-            note = await similar(services, state, note)
+            if note is not None:
+                note = await similar(services, state, note)
             state.ticket = await services.meter.hold(
                 principal,
                 state.request_id,

@@ -7,28 +7,18 @@ and the cached model's settings."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from playwright.async_api import Page, expect
 
 from tests.console.test_console import base, leave, sign_in
 from tests.server.test_admin import ADMIN, ENV
-from tests.server.test_cache import FUNDS, PIECES, USAGE, ask, config
+from tests.server.test_cache import FUNDS, ask, config, fake
 from tests.support.accounts import metered_key
-from tests.support.fake_openai import text_stream
-from tests.support.fake_upstream import FakeUpstream, Reply
+from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import running_gateway
 
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeUpstream]:
-    upstream = FakeUpstream()
-    await upstream.start()
-    upstream.default = Reply.stream(*text_stream(*PIECES, usage=USAGE))
-    yield upstream
-    await upstream.close()
+__all__ = ["fake"]  # the fixture, with the cache tests' answer
 
 
 async def test_the_models_page_shows_the_cache_after_a_miss_and_a_hit(

@@ -6,18 +6,14 @@ with their settings, an uncached model not; the admin key required."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from sluice.server.lifecycle import RunningGateway
 from tests.server.test_admin import ADMIN, ENV
-from tests.server.test_cache import FUNDS, PIECES, USAGE, ask
+from tests.server.test_cache import FUNDS, ask, fake
 from tests.support.accounts import metered_key
-from tests.support.fake_openai import text_stream
-from tests.support.fake_upstream import FakeUpstream, Reply
+from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import running_gateway
 from tests.support.raw_http import exchange, get
 
@@ -39,13 +35,7 @@ def config(fake: FakeUpstream) -> str:
     )
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeUpstream]:
-    upstream = FakeUpstream()
-    await upstream.start()
-    upstream.default = Reply.stream(*text_stream(*PIECES, usage=USAGE))
-    yield upstream
-    await upstream.close()
+__all__ = ["fake"]  # the fixture, with the cache tests' answer
 
 
 async def cache_view(gw: RunningGateway, token: str = ADMIN) -> Any:

@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from openai import AsyncOpenAI
 
-from tests.server.test_cache import FUNDS, PIECES, USAGE, ask, contents, row
+from tests.server.test_cache import FUNDS, PIECES, ask, contents, fake, row
 from tests.server.test_metrics_mix import samples
 from tests.server.test_reload import ADMIN, ENV
 from tests.support.accounts import metered_key
-from tests.support.fake_openai import text_stream
-from tests.support.fake_upstream import FakeUpstream, Reply
+from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import running_gateway
 from tests.support.raw_http import RawClient, exchange, get, post
 
@@ -48,13 +46,7 @@ def config(fake: FakeUpstream, semantic: str = DEMO, extra: str = "") -> str:
     )
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeUpstream]:
-    upstream = FakeUpstream()
-    await upstream.start()
-    upstream.default = Reply.stream(*text_stream(*PIECES, usage=USAGE))
-    yield upstream
-    await upstream.close()
+__all__ = ["fake"]  # the fixture, with the cache tests' answer
 
 
 def body(question: str, **extra: Any) -> bytes:
