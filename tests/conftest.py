@@ -7,6 +7,8 @@ import pytest
 from tests.support.fake_openai import openai_default
 from tests.support.fake_upstream import FakeUpstream
 
+pytest_plugins = ["tests.support.task_dump"]
+
 
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeUpstream]:
