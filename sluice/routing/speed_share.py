@@ -64,6 +64,7 @@ class SpeedShare:
         self._origin = secrets.token_hex(8)  # PIDs repeat across containers
         self._task: asyncio.Task[None] | None = None
         self._failing = False
+        self._closing = False
 
     @classmethod
     def from_url(cls, url: str, prefix: str, speeds: Speeds) -> SpeedShare:
@@ -74,16 +75,24 @@ class SpeedShare:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        """The exchanges end: cancelled until the task is done, and told to stop. One
+        cancel is not enough: on Python 3.11 a cancel that lands as a Redis command's
+        send has just finished is lost (``asyncio.wait_for``, which redis-py wraps each
+        send in, then returns the send's result), and the task would loop on."""
+        self._closing = True
+        task = self._task
+        if task is not None:
+            while not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=0.1)
             with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
-                await self._task
+                await task
         with contextlib.suppress(RedisError, OSError):
             await self._client.delete(self._keys + self._origin)
         await self._client.aclose()
 
     async def _run(self) -> None:
-        while True:
+        while not self._closing:
             try:
                 await self.exchange()
                 self._failing = False

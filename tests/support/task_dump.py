@@ -34,7 +34,18 @@ def _awaits(task: asyncio.Task[object]) -> Iterator[str]:
         frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
         frame = frame or getattr(awaited, "ag_frame", None)
         if frame is None:
+            # An async generator's ``asend``/``athrow`` hides its generator (an
+            # ``async with`` of an ``@asynccontextmanager`` awaits one): found among
+            # its referents, followed down; a bare future is shown with its own repr.
+            referents = gc.get_referents(awaited)
+            generators = [r for r in referents if getattr(r, "ag_frame", None) is not None]
+            if type(awaited).__name__.startswith("async_generator_") and generators:
+                awaited = generators[0]
+                continue
             yield f"  awaiting {awaited!r}"
+            for r in referents:
+                if isinstance(r, asyncio.Future):
+                    yield f"    future: {r!r}"
             return
         code = frame.f_code
         yield f"  {code.co_filename}:{frame.f_lineno} in {code.co_name}"
@@ -58,7 +69,9 @@ def _print_tasks(loop: asyncio.AbstractEventLoop) -> None:
 def _dump() -> None:
     """Ask each running loop to print its tasks (from the loop's own thread)."""
     for obj in gc.get_objects():
-        if isinstance(obj, asyncio.AbstractEventLoop) and obj.is_running():
+        # type(), not isinstance(): isinstance reads ``__class__``, which a lazy proxy
+        # (openai's module client) answers by importing, from this thread, mid-test.
+        if issubclass(type(obj), asyncio.AbstractEventLoop) and obj.is_running():
             obj.call_soon_threadsafe(_print_tasks, obj)
 
 
