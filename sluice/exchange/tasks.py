@@ -127,11 +127,13 @@ class Tasks:
 
     async def close(self) -> None:
         """Cancel the drains (each is settled with what it read so far), then wait a
-        little for the background work."""
+        little for the background work. A drain is cancelled again until it ends: on
+        Python 3.11 a cancel landing as an ``asyncio.wait_for`` inside it completes is
+        lost, and the drain would read on to its end."""
         self._may_drain = False
         while self._drains:
             for task in self._drains:
                 task.cancel()
-            await asyncio.wait(self._drains)
+            await asyncio.wait(self._drains, timeout=0.1)
         if self._background:
             await asyncio.wait(self._background, timeout=5)
