@@ -60,7 +60,7 @@ from sluice.server.pacing import Pacer
 from sluice.server.reload import Reloader
 from sluice.server.responses import connection_error
 from sluice.server.routes import Routes
-from sluice.server.stored_responses import RESPONSES_PREFIX
+from sluice.server.stored_responses import RESPONSES_PREFIX, streams_again
 from sluice.settings import Settings
 from sluice.storage.base import Store
 from sluice.storage.mirror import StreamMirror
@@ -332,7 +332,7 @@ class Gateway:
             presented = credentials(call.request.headers, key_header)
             principal = call.principal = await self.auth.authenticate(presented)
             await count_call(self.services, principal, call.headers)
-            if self._quick(call.request.path):
+            if self._quick(call.request):
                 async with self.pacer.paced(principal.key_id):
                     await endpoint(self, call)
                 return
@@ -347,11 +347,15 @@ class Gateway:
             status == 400 and body_bytes > Intake.LARGE_BODY_BYTES
         )
 
-    def _quick(self, path: str) -> bool:
-        """A key's call that is all work, paced (:mod:`.pacing`)."""
-        return path in _QUICK or path.startswith(
-            (REQUEST_LOG_PREFIX, RESPONSES_PREFIX, MODELS_PREFIX)
-        )
+    @staticmethod
+    def _quick(request: Request) -> bool:
+        """A key's call that is all work, paced (:mod:`.pacing`). A stored response
+        streamed again is a stream: paced, it would put the key's next call to sleep
+        ten times as long as it streamed."""
+        path = request.path
+        if path.startswith(RESPONSES_PREFIX):
+            return not streams_again(request.query)
+        return path in _QUICK or path.startswith((REQUEST_LOG_PREFIX, MODELS_PREFIX))
 
     def _endpoint(self, request: Request) -> tuple[Endpoint, bool]:
         methods = self.routes.find(request.path)

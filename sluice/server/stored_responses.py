@@ -193,6 +193,16 @@ def _not_found(response_id: str) -> NotFoundError:
     )
 
 
+def streams_again(query: str) -> bool:
+    """Does a retrieve's query ask for the response streamed again (``?stream=true``)?
+    A malformed one does not (it is refused at once)."""
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, max_num_fields=32)
+    except ValueError:
+        return False
+    return any(name == "stream" and value != "false" for name, value in pairs)
+
+
 def _params(query: str, known: tuple[str, ...]) -> dict[str, str]:
     """The query's parameters (``include`` ignored); 400 for an unknown one."""
     try:

@@ -81,6 +81,30 @@ async def test_a_background_response_is_queued_then_polled_to_completed(tmp_path
     assert row["completion_tokens"] == 20 and row["cost"] > 0
 
 
+async def test_streaming_a_response_again_does_not_hold_the_keys_next_call(
+    tmp_path: Path,
+) -> None:
+    """A stored response streamed again is a stream, not a quick call: paced as one, the
+    second it streamed put the key's next poll to sleep about ten seconds (a quick call
+    is charged its whole time against a tenth of each second)."""
+    async with running_gateway(tmp_path, SLOW_DEMO) as gw:
+        key = await metered_key(gw.gateway.store, "team", FUNDS)
+        async with sdk(gw, key) as client:
+            created = await client.responses.create(
+                model="sluice/demo", input="Hello", background=True, max_output_tokens=20
+            )
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            again = await client.responses.retrieve(created.id, stream=True)
+            kinds = [event.type async for event in again]
+            streamed, began = loop.time() - began, loop.time()
+            polled = await client.responses.retrieve(created.id)
+            waited = loop.time() - began
+    assert kinds[-1] == "response.incomplete" and polled.status == "incomplete"
+    assert streamed > 0.5
+    assert waited < streamed
+
+
 async def test_the_stream_picks_up_after_a_sequence_number(tmp_path: Path) -> None:
     """``starting_after=N``: the events after N, ``response.created`` left out; the
     helper (which reads from the start) folds the same answer."""
