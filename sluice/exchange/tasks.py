@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from sluice.core.stopping import stopped
 from sluice.storage.base import RequestRecord
 
 _log = logging.getLogger("sluice.server")
@@ -126,14 +127,9 @@ class Tasks:
         self._may_drain = False
 
     async def close(self) -> None:
-        """Cancel the drains (each is settled with what it read so far), then wait a
-        little for the background work. A drain is cancelled again until it ends: on
-        Python 3.11 a cancel landing as an ``asyncio.wait_for`` inside it completes is
-        lost, and the drain would read on to its end."""
+        """Cancel the drains until they end (each is settled with what it read so far),
+        then wait a little for the background work."""
         self._may_drain = False
-        while self._drains:
-            for task in self._drains:
-                task.cancel()
-            await asyncio.wait(self._drains, timeout=0.1)
+        await stopped(list(self._drains))
         if self._background:
             await asyncio.wait(self._background, timeout=5)

@@ -23,6 +23,7 @@ import msgspec
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from sluice.core.stopping import stopped
 from sluice.routing.breaker import Breaker, Circuit
 
 _log = logging.getLogger("sluice.routing")
@@ -35,15 +36,6 @@ class _Opened(msgspec.Struct, array_like=True, frozen=True):
     seconds: float
     origin: str
     """The process that opened it (it does not apply its own message again)."""
-
-
-async def _ended(tasks: list[asyncio.Task[None]]) -> None:
-    """Until ``tasks`` end (a second at most); what they raised is seen, not logged."""
-    if tasks:
-        await asyncio.wait(tasks, timeout=1.0)
-    for task in tasks:
-        if task.done() and not task.cancelled():
-            task.exception()
 
 
 class BreakerShare:
@@ -91,11 +83,9 @@ class BreakerShare:
         timeout) ends when its connection is closed: closing never waits forever."""
         self._closing = True
         tasks = [*self._tasks, *([self._listening] if self._listening else [])]
-        for task in tasks:
-            task.cancel()
-        await _ended(tasks)
+        await stopped(tasks, within=1.0)
         await self._client.aclose()
-        await _ended(tasks)
+        await stopped(tasks, within=1.0)
 
     async def _tell(self, key: Circuit, seconds: float) -> None:
         payload = msgspec.json.encode(_Opened(key[0], key[1], seconds, self._origin))

@@ -25,6 +25,7 @@ import msgspec
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from sluice.core.stopping import stopped
 from sluice.routing.breaker import Circuit
 from sluice.routing.speeds import Estimate, Speeds
 
@@ -75,18 +76,11 @@ class SpeedShare:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def close(self) -> None:
-        """The exchanges end: cancelled until the task is done, and told to stop. One
-        cancel is not enough: on Python 3.11 a cancel that lands as a Redis command's
-        send has just finished is lost (``asyncio.wait_for``, which redis-py wraps each
-        send in, then returns the send's result), and the task would loop on."""
+        """The exchanges end: told to stop, and cancelled until they do (a cancel can be
+        lost, :func:`~sluice.core.stopping.stopped`)."""
         self._closing = True
-        task = self._task
-        if task is not None:
-            while not task.done():
-                task.cancel()
-                await asyncio.wait({task}, timeout=0.1)
-            with contextlib.suppress(asyncio.CancelledError, RedisError, OSError):
-                await task
+        if self._task is not None:
+            await stopped([self._task], within=2.0)
         with contextlib.suppress(RedisError, OSError):
             await self._client.delete(self._keys + self._origin)
         await self._client.aclose()

@@ -23,7 +23,6 @@ fails is dropped. Either is said in the log once per outage.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +32,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+
+from sluice.core.stopping import stopped
 
 _log = logging.getLogger("sluice.storage")
 TIMEOUT = 0.5
@@ -222,8 +223,5 @@ class RedisAnswers:
         """The puts on their way finish (a second at most)."""
         if self._pending:
             await asyncio.wait(self._pending, timeout=1.0)
-        for task in list(self._pending):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stopped(list(self._pending), within=1.0)
         await self._client.aclose()

@@ -35,6 +35,7 @@ import msgspec
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from sluice.core.stopping import stopped
 from sluice.errors import ServiceUnavailableError
 from sluice.storage.mirror import Mirrored, MirrorSource, Owner
 
@@ -53,15 +54,6 @@ _END = b"end"
 _SEPARATOR = b"\n\n"
 _REQUEST_ID = re.compile(r"req_[0-9A-Za-z_]{1,64}")
 """What a request id may look like: nothing else reaches Redis's key names."""
-
-
-async def _ended(tasks: list[asyncio.Task[Any]]) -> None:
-    """Until ``tasks`` end (a second at most); what they raised is seen, not logged."""
-    if tasks:
-        await asyncio.wait(tasks, timeout=1.0)
-    for task in tasks:
-        if task.done() and not task.cancelled():
-            task.exception()
 
 
 def _entries(raw: Any) -> list[tuple[int, dict[bytes, bytes]]]:
@@ -213,12 +205,10 @@ class RedisMirror:
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=2.0)
         tasks = [*self._tasks, *([self._listening] if self._listening else [])]
-        for task in tasks:
-            task.cancel()
-        await _ended(tasks)
+        await stopped(tasks, within=1.0)
         await self._client.aclose()
         await self._listener.aclose()
-        await _ended(tasks)
+        await stopped(tasks, within=1.0)
 
     # --- any other process ----------------------------------------------------------
 
