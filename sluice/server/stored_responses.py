@@ -67,7 +67,7 @@ async def read(backgrounds: Backgrounds, gw: GatewayContext, call: Call) -> None
         await call.writer.send(200, [*call.headers, JSON], _ENCODER.encode(page))
         return
     params = _params(call.request.query, ("stream", "starting_after"))
-    if params.get("stream", "false") != "false":
+    if streams_again(call.request.query):
         await _stream_again(backgrounds, gw, call, path, params.get("starting_after"))
         return
     running = backgrounds.running(path, call.principal.account_id)

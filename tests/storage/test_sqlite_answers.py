@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from sluice.cache.store import AnswerStore
+from sluice.storage.sqlite import answers as sqlite_answers
 from sluice.storage.sqlite.answers import (
     MOST_PENDING,
     PAUSE,
@@ -273,3 +274,30 @@ async def test_a_file_that_is_no_database_keeps_nothing_and_fails_no_one(
             assert sqlite_of(store).entries == 0
     assert [r.message for r in caplog.records if "no answers are kept" in r.message]
     assert path.read_bytes() == b"not a database, " * 512
+
+
+async def test_a_lookup_the_file_was_too_busy_to_answer_is_not_taken_for_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lookup that met a lock held past its timeout (SQLITE_BUSY) is a miss, and
+    ``reachable`` says the file did not answer (a semantic lookup keeps the vector);
+    answered again, a miss means gone."""
+    busy = sqlite3.OperationalError("database is locked")
+    busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
+
+    def locked(*_: object) -> bytes | None:
+        raise busy
+
+    path = tmp_path / "answers.db"
+    async with stores(path) as (store,):
+        store.put("k", answer("a"), ttl=60)
+        await settled(store)
+        with monkeypatch.context() as patched:
+            patched.setattr(sqlite_answers, "_look_up", locked)
+            missed = await store.get("k")
+            while_busy = store.reachable
+        found = await store.get("k")
+        gone = await store.get("never kept")
+        after = store.reachable
+    assert missed is None and not while_busy
+    assert found == answer("a") and gone is None and after

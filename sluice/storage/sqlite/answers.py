@@ -111,6 +111,8 @@ class SqliteAnswers:
         self._flushing: asyncio.Task[None] | None = None
         self._lookups = _Outage("answers are not looked up")
         self._keeping = _Outage("answers are not kept")
+        self._answered = True
+        """The last lookup asked the file and it answered (a miss then means gone)."""
         self.entries = 0
         self.kept_bytes = 0
         self.evictions = 0
@@ -121,11 +123,12 @@ class SqliteAnswers:
 
     @property
     def reachable(self) -> bool:
-        return self._reader is not None and self._clock() >= self._lookups.paused_until
+        return self._answered
 
     async def get(self, key: str) -> bytes | None:
         """The answer under ``key``; None when there is none, or the file fails."""
         reader, now = self._reader, self._clock()
+        self._answered = False
         if reader is None or now < self._lookups.paused_until:
             return None
         try:
@@ -134,6 +137,7 @@ class SqliteAnswers:
             if not _busy(exc):  # a lock held past TIMEOUT is this lookup's miss only
                 self._lookups.failed(self._clock(), exc)
             return None
+        self._answered = True
         self._lookups.recovered()
         noted = key in self._uses or len(self._uses) < MOST_USES
         if encoded is not None and noted and now >= self._keeping.paused_until:
